@@ -1,0 +1,34 @@
+"""The exceptions numoracle raises.
+
+`NumoracleError` is the root.  `InvalidArgument` is also a `TypeError` and a
+`ValueError`, so callers that guard with either catch it; `OracleViolation`
+is an `AssertionError`, so pytest reports it as a failed assertion.
+"""
+
+from __future__ import annotations
+
+
+class NumoracleError(Exception):
+    """Base class of every error numoracle raises on purpose."""
+
+
+class InvalidArgument(NumoracleError, TypeError, ValueError):
+    """An argument was malformed: the message says what was given, what was
+    expected and how to fix it."""
+
+
+class OracleViolation(NumoracleError, AssertionError):
+    """`assert_accepted` found kernel outputs outside their acceptance region."""
+
+    def __init__(self, message: str, verdict=None):
+        super().__init__(message)
+        self.verdict = verdict
+
+
+class Uncertified(NumoracleError):
+    """Raised (on request) when a verdict is `uncertified`: some site may leave
+    its format's finite range or its math function's calibrated domain."""
+
+    def __init__(self, message: str, verdict=None):
+        super().__init__(message)
+        self.verdict = verdict
