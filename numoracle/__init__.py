@@ -1,0 +1,40 @@
+"""numoracle: per-element acceptance regions for low-precision GPU kernels.
+
+    import numoracle as no
+    v = no.check(program, outputs=y, inputs=(x, w), params={...})
+"""
+
+from . import formats as formats
+from .check import assert_accepted as assert_accepted
+from .check import check as check
+from .errors import InvalidArgument as InvalidArgument
+from .errors import NumoracleError as NumoracleError
+from .errors import OracleViolation as OracleViolation
+from .errors import Uncertified as Uncertified
+from .reference import (
+    Reference as Reference, cat as cat, clamp as clamp, cos as cos, div as div, div_rn as div_rn,
+    erf as erf, exp as exp, exp2 as exp2, gather as gather, log as log, log2 as log2,
+    logsumexp as logsumexp, matmul as matmul, max as max, maximum as maximum, mean as mean,
+    min as min, minimum as minimum, reciprocal as reciprocal, reference as reference, rsqrt as rsqrt,
+    sigmoid as sigmoid, sin as sin, sqrt as sqrt, sqrt_rn as sqrt_rn, sum as sum, tanh as tanh,
+    where as where,
+)
+from .verdict import Verdict as Verdict
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "formats", "check", "assert_accepted", "Verdict", "reference", "Reference",
+    "NumoracleError", "InvalidArgument", "OracleViolation", "Uncertified",
+    "sum", "mean", "max", "min", "logsumexp", "matmul", "where", "maximum", "minimum", "clamp",
+    "gather", "cat", "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh",
+    "erf", "sin", "cos", "reciprocal", "div", "div_rn", "operators",
+]
+
+
+def __getattr__(name):
+    # the operator registry imports Triton kernels: load it on first use
+    if name == "operators":
+        from . import operators
+        return operators
+    raise AttributeError(f"module 'numoracle' has no attribute {name!r}")

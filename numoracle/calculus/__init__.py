@@ -1,0 +1,1 @@
+"""The error calculus (DESIGN §4): tracked tensors, error forms, propagation."""

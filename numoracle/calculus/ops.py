@@ -1,0 +1,291 @@
+"""Reductions, selection and products on tracked tensors (DESIGN §4.4)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import formats as F
+from ..errors import InvalidArgument
+from . import form as FM
+from .tracked import Cond, Tracked, apply, cat, _div, _as_cond, _ax, _fp64_slack, _or, _squeeze_axis, _sum_axis, promote
+
+Tensor = torch.Tensor
+ORDERS = ("any", "sequential", "tree")
+
+
+def depth(order, n: int) -> int:
+    """Roundings a term passes through in a sum of n terms (DESIGN §4.4)."""
+    if n <= 1:
+        return 0
+    if order in ("any", "sequential"):
+        return n - 1
+    if order == "tree":
+        return math.ceil(math.log2(n))
+    if isinstance(order, int) and not isinstance(order, bool) and order >= 1:
+        return min(order, n - 1)
+    raise InvalidArgument(f"order={order!r}: expected one of {ORDERS} or a positive int depth "
+                          f"(the number of roundings a term passes through).")
+
+
+def _reduce_form(x: Tracked, axis: int, keepdims: bool) -> FM.Form:
+    ctx = x.ctx
+    n = x.c.shape[axis]
+    shared, aggregated = {}, []
+    for k, t in x.form.shared.items():
+        extent = t.s.shape[axis] if t.s.ndim >= -axis else 1
+        if extent == 1:
+            shared[k] = FM.Term(_sum_axis(t.coef, axis, n, keepdims), _squeeze_axis(t.s, axis, keepdims))
+        else:
+            # independent variables along the axis: their sum is private to the
+            # result element, remembering which variables it is made of
+            a = t.coef.expand(x.c.shape)
+            prov, label = ctx.symbols[k]
+            aggregated.append(FM.Entry(a.abs().sum(axis, keepdim=keepdims),
+                                       (a * t.s).square().sum(axis, keepdim=keepdims), prov, label))
+    private = [FM.Entry(_sum_axis(e.abs, axis, n, keepdims), _sum_axis(e.var, axis, n, keepdims),
+                        e.prov, e.label) for e in x.form.private]
+    det = {k: _sum_axis(v, axis, n, keepdims) for k, v in x.form.det.items()}
+    private, det = FM.normalise(private + aggregated, det, ctx.condensed)
+    return FM.Form(shared, private, det)
+
+
+def _reduce_taint(x: Tracked, axis, keepdims):
+    if x.taint is None:
+        return None
+    return x.taint.expand(x.c.shape).any(dim=axis, keepdim=keepdims)
+
+
+def sum(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=None) -> Tracked:
+    """Sum along ``axis`` accumulated in ``acc`` (default: x's format) with the
+    given order model.  Worst case gamma_d * sum|x~|, variance proxy
+    d u^2 (sum|x~|)^2: per level of the reduction tree the partial sums
+    partition the terms, and each term passes at most d roundings."""
+    ctx = x.ctx
+    if acc is not None:
+        from .tracked import _fmt_arg
+        acc = _fmt_arg(acc)
+        if x.fmt is not acc:
+            x = x.to(acc)
+    fmt = x.fmt
+    axis = _ax(axis, x.ndim)
+    n = x.c.shape[axis]
+    d = depth(order, n)
+    c = x.c.sum(dim=axis, keepdim=keepdims)
+    fm = _reduce_form(x, axis, keepdims)
+    taint = _reduce_taint(x, axis, keepdims)
+    R = x.radius()
+    S = (x.c.abs() + R).sum(dim=axis, keepdim=keepdims)
+    label = ctx.label(f"{fmt} sum over {n} ({order} order)")
+    ok = S * (1 + 2 * d * fmt.u) <= fmt.max_finite
+    ctx.record(label, "range", str(fmt), f"partial sums <= {fmt.max_finite:.6g}", ok, S)
+    if not bool(ok.all()):
+        taint = _or(taint, ~ok)
+    if d:
+        u = fmt.u
+        gamma = d * u / (1 - d * u)
+        key = ctx.new_key()
+        fm = FM.add_private(fm, FM.Entry(gamma * S, d * (u * S * (1 + gamma)) ** 2,
+                                         frozenset((key,)), label), ctx.condensed)
+    fm = _fp64_slack(fm, c, ctx)
+    return Tracked(c, fmt, fm, ctx, taint=taint)
+
+
+def mean(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=None) -> Tracked:
+    """sum / n.  Kernels divide (``/ n``) or multiply by a rounded 1/n; the
+    model admits both: one rounding of the quotient plus a deterministic
+    max(div error - 1/2, 1/2) ulp for the library division or the rounded
+    reciprocal."""
+    s = sum(x, axis, keepdims, order, acc)
+    n = x.c.shape[_ax(axis, x.ndim)]
+    if n & (n - 1) == 0:
+        return s * (1.0 / n)
+    ctx = s.ctx
+    q = Tracked(s.c / n, s.fmt, FM.scale(s.form, 1.0 / n), ctx, taint=s.taint)
+    r = q._round(s.fmt, f"mean: divide by {n}")
+    model = ctx.profile.model("div")
+    extra = max(model.a - 0.5, 0.5) * F.ulp(q.c.abs() + q.radius(), s.fmt)
+    r.form = FM.add_det(r.form, ctx.label(f"mean: 1/{n} (division or reciprocal)"), extra, ctx.condensed)
+    r._R = None
+    return r
+
+
+def max(x: Tracked, axis: int = -1, keepdims: bool = False) -> Tracked:
+    """max is exact on kernel values and 1-Lipschitz: |max x~ - max c| <= max R."""
+    ctx = x.ctx
+    axis = _ax(axis, x.ndim)
+    c = x.c.amax(dim=axis, keepdim=keepdims)
+    R = x.radius()
+    fm = FM.Form()
+    if bool((R > 0).any()):
+        fm = FM.add_det(fm, ctx.label("max of inexact values"), R.amax(dim=axis, keepdim=keepdims),
+                        ctx.condensed)
+    return Tracked(c, x.fmt, fm, ctx, repr_fmt=x.repr_fmt, taint=_reduce_taint(x, axis, keepdims))
+
+
+def min(x: Tracked, axis: int = -1, keepdims: bool = False) -> Tracked:
+    return -max(-x, axis, keepdims)
+
+
+def _blend(a: Tracked, b: Tracked, cond: Tensor, shape) -> FM.Form:
+    ctx = a.ctx
+    z = torch.zeros((), dtype=torch.float64)
+    shared = {}
+    for k in list(a.form.shared) + [k for k in b.form.shared if k not in a.form.shared]:
+        ta, tb = a.form.shared.get(k), b.form.shared.get(k)
+        ca = ta.coef if ta is not None else z
+        cb = tb.coef if tb is not None else z
+        s = (ta or tb).s
+        shared[k] = FM.Term(torch.where(cond, ca, cb), s)
+    private = [FM.Entry(torch.where(cond, e.abs, z), torch.where(cond, e.var, z), e.prov, e.label)
+               for e in a.form.private]
+    private += [FM.Entry(torch.where(cond, z, e.abs), torch.where(cond, z, e.var), e.prov, e.label)
+                for e in b.form.private]
+    det = {k: torch.where(cond, v, z) for k, v in a.form.det.items()}
+    for k, v in b.form.det.items():
+        w = torch.where(cond, z, v)
+        det[k] = det[k] + w if k in det else w
+    private, det = FM.normalise(private, det, ctx.condensed)
+    return FM.Form(shared, private, det)
+
+
+def where(cond, a, b) -> Tracked:
+    """Select elementwise.  Where the condition is undecided (the kernel's
+    values may compare the other way) the result covers both branches."""
+    proto = a if isinstance(a, Tracked) else b
+    if not isinstance(proto, Tracked):
+        raise InvalidArgument("where needs at least one tracked tensor among its branches.")
+    a, b = proto._coerce(a), proto._coerce(b)
+    cnd = _as_cond(cond)
+    fmt = promote(a.fmt, b.fmt) if a.fmt is not b.fmt else a.fmt
+    if a.fmt is not fmt:
+        a = a.to(fmt)
+    if b.fmt is not fmt:
+        b = b.to(fmt)
+    shape = torch.broadcast_shapes(cnd.value.shape, a.c.shape, b.c.shape)
+    a, b = a._promoted(shape), b._promoted(shape)
+    v = cnd.value.expand(shape)
+    c = torch.where(v, a.c, b.c)
+    fm = _blend(a, b, v, shape)
+    ctx = a.ctx
+    taint = _or(a.taint, b.taint)
+    if taint is not None:
+        taint = taint.expand(shape)
+    if cnd.undecided is not None:
+        und = cnd.undecided.expand(shape)
+        other_gap = (a.c - b.c).abs() + torch.where(v, b.radius(), a.radius())
+        fm = FM.add_det(fm, ctx.label("where: undecided branch"),
+                        torch.where(und, other_gap, torch.zeros_like(other_gap)), ctx.condensed)
+    rf = a.repr_fmt if a.repr_fmt.precision >= b.repr_fmt.precision else b.repr_fmt
+    return Tracked(c.clone() if c.shape != shape else c, fmt, fm, ctx, repr_fmt=rf, taint=taint)
+
+
+def maximum(a, b) -> Tracked:
+    proto = a if isinstance(a, Tracked) else b
+    a, b = proto._coerce(a), proto._coerce(b)
+    return where(a >= b, a, b)
+
+
+def minimum(a, b) -> Tracked:
+    proto = a if isinstance(a, Tracked) else b
+    a, b = proto._coerce(a), proto._coerce(b)
+    return where(a <= b, a, b)
+
+
+def clamp(x: Tracked, lo=None, hi=None) -> Tracked:
+    if lo is not None:
+        x = maximum(x, lo)
+    if hi is not None:
+        x = minimum(x, hi)
+    return x
+
+
+def gather(x: Tracked, index: Tensor, axis: int = -1) -> Tracked:
+    """x[..., index[...]] along ``axis`` (labels): ``index`` is an integer tensor."""
+    if not isinstance(index, Tensor) or index.dtype.is_floating_point:
+        raise InvalidArgument(f"gather index must be an integer torch tensor, got {index!r:.60}.")
+    from .tracked import _index
+    idx = index.cpu().long()
+    ax = _ax(axis, x.ndim)
+    if idx.ndim == x.ndim - 1:
+        idx = idx.unsqueeze(ax)
+    return _index(x, lambda t: torch.gather(t.expand(x.c.shape), ax, idx.expand(
+        *[s if i != x.ndim + ax else idx.shape[i] for i, s in enumerate(x.c.shape)])), "gather")
+
+
+def logsumexp(x: Tracked, axis: int = -1, keepdims: bool = False, exp: str = "exp2", order="any") -> Tracked:
+    """lse = m + log(sum(exp(x - m))) in fp32 with m the row max; ``exp="exp2"``
+    models exp2((x - m) * log2 e) as Liger's kernels compute it."""
+    from .tracked import LOG2E, apply
+    m = max(x, axis, keepdims=True)
+    z = x - m
+    e = apply(z * LOG2E, "exp2") if exp == "exp2" else apply(z, "exp")
+    s = sum(e, axis, keepdims=True, order=order)
+    lse = m + apply(s, "log")
+    return lse if keepdims else lse.squeeze(axis)
+
+
+def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None) -> Tracked:
+    """a [.., M, K] @ b [K, N]: products exact when both are narrow formats
+    (bf16/fp16/fp8 in fp32), else each rounded; accumulated in ``acc`` (fp32)
+    with the order model; the result is in ``acc`` (cast it to the store
+    format with .to)."""
+    from .tracked import _fmt_arg
+    ctx = a.ctx
+    acc = _fmt_arg(acc) if acc is not None else F.fp32
+    K = a.c.shape[-1]
+    if b.c.shape[0] != K:
+        raise InvalidArgument(f"matmul: a has {K} columns but b has {b.c.shape[0]} rows.")
+    c = a.c @ b.c
+    exact_products = a.repr_fmt.precision + b.repr_fmt.precision <= acc.precision
+    Ra, Rb = a.radius(), b.radius()
+    A, B = a.c.abs() + Ra, b.c.abs() + Rb
+    S = A @ B
+    fm = FM.Form()
+    # first-order propagation of input errors: aggregated per output element
+    for src, other_c, left in ((a, b.c, True), (b, a.c, False)):
+        for k, t in src.form.shared.items():
+            coef = t.coef.expand(src.c.shape)
+            prov, label = ctx.symbols[k]
+            ab = (coef.abs() @ other_c.abs()) if left else (other_c.abs() @ coef.abs())
+            var = ((coef * t.s).square() @ other_c.square()) if left else (other_c.square() @ (coef * t.s).square())
+            fm = FM.add_private(fm, FM.Entry(ab, var, prov, label), ctx.condensed)
+        for e in src.form.private:
+            ea, ev = e.abs.expand(src.c.shape), e.var.expand(src.c.shape)
+            ab = (ea @ other_c.abs()) if left else (other_c.abs() @ ea)
+            var = (ev @ other_c.square()) if left else (other_c.square() @ ev)
+            fm = FM.add_private(fm, FM.Entry(ab, var, e.prov, e.label), ctx.condensed)
+        for k, v in src.form.det.items():
+            vv = v.expand(src.c.shape)
+            fm = FM.add_det(fm, k, (vv @ other_c.abs()) if left else (other_c.abs() @ vv), ctx.condensed)
+    if bool((Ra > 0).any()) and bool((Rb > 0).any()):
+        fm = FM.add_det(fm, ctx.label("matmul (second order)"), Ra @ Rb, ctx.condensed)
+    d = depth(order, K) + (0 if exact_products else 1)
+    u = acc.u
+    label = ctx.label(f"{acc} dot over K={K} ({order} order{'' if exact_products else ', rounded products'})")
+    if d:
+        gamma = d * u / (1 - d * u)
+        key = ctx.new_key()
+        fm = FM.add_private(fm, FM.Entry(gamma * S, d * (u * S * (1 + gamma)) ** 2, frozenset((key,)), label),
+                            ctx.condensed)
+    ok = S * (1 + 2 * d * u) <= acc.max_finite
+    ctx.record(label, "range", str(acc), f"partial sums <= {acc.max_finite:.6g}", ok, S)
+    taint = None
+    if a.taint is not None or b.taint is not None or not bool(ok.all()):
+        ta = a.taint.expand(a.c.shape).to(torch.float64) if a.taint is not None else torch.zeros_like(a.c)
+        tb = b.taint.expand(b.c.shape).to(torch.float64) if b.taint is not None else torch.zeros_like(b.c)
+        taint = ((ta @ torch.ones_like(b.c)) + (torch.ones_like(a.c) @ tb)) > 0
+        taint = taint | ~ok
+    fm = _fp64_slack(fm, c, ctx)
+    return Tracked(c, acc, fm, ctx, taint=taint)
+
+
+def div_rn(a, b) -> Tracked:
+    """tl.math.div_rn: a correctly rounded division."""
+    proto = a if isinstance(a, Tracked) else b
+    a, b = proto._coerce(a), proto._coerce(b)
+    fmt = promote(a.fmt, b.fmt) if a.fmt is not b.fmt else a.fmt
+    shape = torch.broadcast_shapes(a.c.shape, b.c.shape)
+    a, b = a._promoted(shape), b._promoted(shape)
+    return _div(a, b, fmt, shape, _or(a.taint, b.taint), call="div_rn")

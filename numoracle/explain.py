@@ -1,0 +1,124 @@
+"""The text of ``Verdict.explain()`` (format fixed by a snapshot test)."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from . import formats as F
+from .calculus import form as FM
+from .region import lam
+
+_LINE = re.compile(r" \[([^\]:]+):(\d+)\]")
+
+
+def _site(label: str) -> str:
+    return _LINE.sub(r" (line \2)", label)
+
+
+def _num(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def _bits(x: float, fmt: F.Format) -> str:
+    if x != x:
+        return f"{fmt} NaN"
+    try:
+        b = int(F.to_bits(torch.tensor([x], dtype=torch.float64), fmt)[0])
+    except Exception:  # pragma: no cover - display only
+        return str(fmt)
+    width = max(1, fmt.bits // 4)
+    return f"{fmt} 0x{b:0{width}X}"
+
+
+def attribution(verdict, out_name: str, flat: int) -> list[tuple[str, float]]:
+    """(site, share of the radius) at one element, from an uncondensed re-run."""
+    from .check import run_reference
+    program, inputs, params, prof, nonfinite = verdict._explainer
+    refs, ctx, _ = run_reference(program, inputs, params, prof, condensed=False, nonfinite=nonfinite)
+    names = [o.name for o in verdict.outputs]
+    out = refs[names.index(out_name)]
+    pre = out.pre if out.pre is not None else out
+    full = out.c.shape
+
+    def at(t):
+        return float(t.expand(full).reshape(-1)[flat])
+
+    fixed, sig, det = {}, {}, {}
+    for k, t in pre.form.shared.items():
+        label = ctx.symbols[k][1]
+        fixed[label] = fixed.get(label, 0.0) + abs(at(t.coef))
+        sig[label] = sig.get(label, 0.0) + abs(at(t.coef * t.s))
+    for e in pre.form.private:
+        fixed[e.label] = fixed.get(e.label, 0.0) + at(e.abs)
+        sig[e.label] = sig.get(e.label, 0.0) + at(e.var) ** 0.5
+    for k, v in pre.form.det.items():
+        det[k] = det.get(k, 0.0) + at(v)
+        fixed[k] = fixed.get(k, 0.0) + at(v)
+    total_fixed = sum(fixed.values())
+    if verdict.mode == "fixed" or total_fixed == 0:
+        shares = {k: v / total_fixed if total_fixed else 0.0 for k, v in fixed.items()}
+    else:
+        lm = lam(verdict.n_elements, verdict.p)
+        s2 = sum(v * v for v in sig.values())
+        rnd = lm * s2 ** 0.5
+        d = sum(det.values())
+        if rnd + d >= total_fixed:      # the statistical radius was capped by the fixed one
+            shares = {k: v / total_fixed for k, v in fixed.items()}
+        else:
+            total = rnd + d
+            shares = {k: (rnd * v * v / s2 if s2 else 0.0) / total for k, v in sig.items()}
+            for k, v in det.items():
+                shares[k] = shares.get(k, 0.0) + v / total
+    merged: dict[str, float] = {}
+    for k, v in shares.items():
+        merged[_site(k)] = merged.get(_site(k), 0.0) + v
+    return sorted(((k, v) for k, v in merged.items() if v > 0.005), key=lambda kv: -kv[1])
+
+
+def explain(v) -> str:
+    head = {"reject": "Kernel output outside its acceptance region",
+            "accept": "Kernel output inside its acceptance region",
+            "uncertified": "Kernel output not judged everywhere: incomplete finite-range certificate"}[v.status]
+    lines = [f"{head} ({v.program}, {v.mode}, p={v.p:g})"]
+    n = v.n_elements
+    nr = v.n_rejected
+    nspecial = sum(int(o.special.sum()) for o in v.outputs)
+    lines.append(f"Rejected: {nr} / {n} ({100.0 * nr / max(n, 1):.2f}%)   special values: "
+                 f"{'ok' if nspecial == 0 else f'{nspecial} NaN/inf where a finite value is certain'}"
+                 f"   shape/dtype: ok")
+    if v.n_uncertified:
+        lines.append(f"Uncertified: {v.n_uncertified} / {n} — {v.certificate.summary()}")
+    if v.confirmation:
+        lines.append({"confirmed": "Confirmed: the fixed-input mode (no zero-mean assumption) rejects too",
+                      "statistical-only": "Statistical-only: the fixed-input mode accepts; reported apart "
+                                          "from confirmed counterexamples"}[v.confirmation])
+    w = v.worst()
+    if w is not None:
+        o, i, excess = w
+        idx = tuple(int(k) for k in torch.unravel_index(torch.tensor(i), o.kernel.shape)) if o.kernel.ndim else ()
+        y = float(o.kernel.reshape(-1)[i])
+        lines.append(f"{'Worst' if v.status == 'reject' else 'Closest to its bounds:'} element "
+                     f"{o.name}[{', '.join(map(str, idx))}]")
+        lines.append(f"  kernel    = {_num(y)}  ({_bits(y, o.fmt)})")
+        lines.append(f"  accepted  = [{_num(float(o.qlo.reshape(-1)[i]))}, {_num(float(o.qhi.reshape(-1)[i]))}]"
+                     f"   reference = {_num(float(o.centre.reshape(-1)[i]))}")
+        lines.append(f"  interval  = [{float(o.lo.reshape(-1)[i]):.9g}, {float(o.hi.reshape(-1)[i]):.9g}] "
+                     f"before the {o.fmt} store")
+        if bool(o.rejected.reshape(-1)[i]) and not bool(o.special.reshape(-1)[i]):
+            side = "above the upper" if y > float(o.hi.reshape(-1)[i]) else "below the lower"
+            lines.append(f"  excess    = {abs(excess):.3g} ulp({o.fmt}) {side} bound")
+        if v._explainer is not None:
+            shares = attribution(v, o.name, i)
+            if shares:
+                top = shares[:4]
+                text = " · ".join(f"{k} ({100 * s:.0f}%)" for k, s in top)
+                rest = sum(s for _, s in shares[4:])
+                if rest > 0.005:
+                    text += f" · other ({100 * rest:.0f}%)"
+                lines.append(f"  width     = {text}")
+    lines.append("Assumptions: " + "; ".join(v.assumptions.lines()))
+    if v.replay:
+        lines.append(f"Replay: numoracle replay {v.replay}")
+    return "\n".join(lines)

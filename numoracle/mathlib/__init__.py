@@ -1,0 +1,96 @@
+"""Math-library profiles: how far each kernel math call may be from the exact
+function, in fp32 ulps of the exact result (DESIGN §5).
+
+A profile is a JSON file beside this module.  Each function maps to an error
+model ``ulps(x) = a + b*|x|`` (``b`` is zero except where the error grows
+with the argument, e.g. ``tl.exp = ex2.approx(x*log2 e)``), measured by
+``numoracle calibrate`` or taken from documented bounds, and records where and
+how it was obtained.  The calculus reads profiles; it never writes them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from ..errors import InvalidArgument
+
+# The functions a reference program may call, and the kernel call they stand for.
+FUNCTION_NAMES = (
+    "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "div", "div_rn",
+    "sigmoid", "tanh", "erf", "sin", "cos",
+)
+
+
+@dataclass(frozen=True)
+class ErrorModel:
+    a: float          # ulps at x = 0
+    b: float = 0.0    # extra ulps per unit |x|
+
+    def ulps(self, absx):
+        return self.a + self.b * absx if self.b else self.a
+
+
+@dataclass(frozen=True)
+class MathProfile:
+    name: str
+    functions: dict
+    ftz: bool = False                     # approximate functions flush subnormals
+    provenance: dict = field(default_factory=dict)
+
+    def model(self, fn: str) -> ErrorModel:
+        try:
+            return self.functions[fn]
+        except KeyError:
+            raise InvalidArgument(
+                f"math profile {self.name!r} has no error model for {fn!r}; it covers "
+                f"{sorted(self.functions)}. Calibrate the function with "
+                f"`numoracle calibrate` or choose another profile."
+            ) from None
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "ftz": self.ftz,
+            "functions": {k: {"a": m.a, "b": m.b} for k, m in self.functions.items()},
+            "provenance": self.provenance,
+        }
+
+
+def from_dict(d: dict) -> MathProfile:
+    try:
+        fns = {k: ErrorModel(float(v["a"]), float(v.get("b", 0.0))) for k, v in d["functions"].items()}
+        return MathProfile(str(d["name"]), fns, bool(d.get("ftz", False)), dict(d.get("provenance", {})))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidArgument(
+            f"malformed math profile: {exc!r}. Expected {{'name': str, 'ftz': bool, "
+            f"'functions': {{fn: {{'a': ulps, 'b': ulps per |x|}}}}}}."
+        ) from None
+
+
+_CACHE: dict[str, MathProfile] = {}
+
+
+def load(name_or_path: str | Path) -> MathProfile:
+    """A shipped profile by name (``interpreter``, ``h200``, ``cuda_documented``)
+    or a profile file written by ``numoracle calibrate``."""
+    key = str(name_or_path)
+    if key in _CACHE:
+        return _CACHE[key]
+    p = Path(key)
+    if p.suffix == ".json" and p.exists():
+        text = p.read_text()
+    else:
+        try:
+            text = resources.files(__package__).joinpath(f"{key}.json").read_text()
+        except FileNotFoundError:
+            shipped = sorted(x.name[:-5] for x in resources.files(__package__).iterdir() if x.name.endswith(".json"))
+            raise InvalidArgument(
+                f"unknown math profile {key!r}: expected one of {shipped} or a path to a "
+                f"profile .json written by `numoracle calibrate`."
+            ) from None
+    prof = from_dict(json.loads(text))
+    _CACHE[key] = prof
+    return prof

@@ -1,0 +1,179 @@
+"""The reference-program language (DESIGN §3).
+
+A reference program is plain Python over tracked tensors, annotated with the
+format of every store, cast, accumulation and math call.  The same program
+runs under several arithmetics, as mpmath runs one algorithm under several
+contexts: the error calculus (``calculus.Tracked``: centre + error form) and
+the emulator (``emulator.Emulated``: one concrete kernel-like execution).
+The functions below dispatch on the tensor type.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+from .errors import InvalidArgument
+
+__all__ = [
+    "reference", "Reference", "sum", "mean", "max", "min", "logsumexp", "matmul",
+    "where", "maximum", "minimum", "clamp", "gather", "cat",
+    "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh", "erf",
+    "sin", "cos", "reciprocal", "div", "div_rn",
+]
+
+
+class Reference:
+    """A precision-annotated reference program (made by ``@no.reference``)."""
+
+    def __init__(self, fn):
+        if not callable(fn):
+            raise InvalidArgument(f"@reference decorates a function, got {fn!r}.")
+        self.fn = fn
+        self.name = getattr(fn, "__name__", "reference")
+        sig = inspect.signature(fn)
+        self.input_names = [p.name for p in sig.parameters.values()
+                            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self.param_names = [p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY]
+        self.param_defaults = {p.name: p.default for p in sig.parameters.values()
+                               if p.kind is p.KEYWORD_ONLY and p.default is not p.empty}
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **params):
+        return self.fn(*args, **params)
+
+    def __repr__(self):
+        return f"<reference {self.name}({', '.join(self.input_names)})>"
+
+
+def reference(fn=None):
+    """Mark a function as a reference program: ``@no.reference``."""
+    if fn is None:
+        return reference
+    if isinstance(fn, Reference):
+        return fn
+    return Reference(fn)
+
+
+def _impl(x):
+    from .calculus.tracked import Tracked
+    if isinstance(x, Tracked):
+        from .calculus import ops
+        return ops
+    from .emulator import Emulated
+    if isinstance(x, Emulated):
+        from . import emulator
+        return emulator
+    raise InvalidArgument(
+        f"expected a tracked tensor (an input of the reference program or a value derived from it), "
+        f"got {type(x).__name__}. Reference programs run under numoracle.check or the emulator, "
+        f"which pass tracked tensors in place of torch tensors.")
+
+
+def _first(*xs):
+    for x in xs:
+        if not isinstance(x, (int, float, bool)) and not _is_bool_tensor(x) and not _is_cond(x):
+            return x
+    raise InvalidArgument("expected at least one tracked tensor among the arguments.")
+
+
+def _is_bool_tensor(x):
+    import torch
+    return isinstance(x, torch.Tensor)
+
+
+def _is_cond(x):
+    from .calculus.tracked import Cond
+    from .emulator import Emulated  # noqa: F401
+    return isinstance(x, Cond) or type(x).__name__ == "EmuCond"
+
+
+# ---- reductions and products
+def sum(x, axis=-1, keepdims=False, *, order="any", acc=None):
+    """Sum along ``axis``, accumulating in ``acc`` (default: x's format) under the
+    order model ``order``: "any", "sequential", "tree", or an int depth."""
+    return _impl(x).sum(x, axis, keepdims, order, acc)
+
+
+def mean(x, axis=-1, keepdims=False, *, order="any", acc=None):
+    return _impl(x).mean(x, axis, keepdims, order, acc)
+
+
+def max(x, axis=-1, keepdims=False):
+    return _impl(x).max(x, axis, keepdims)
+
+
+def min(x, axis=-1, keepdims=False):
+    return _impl(x).min(x, axis, keepdims)
+
+
+def logsumexp(x, axis=-1, keepdims=False, *, exp="exp2", order="any"):
+    return _impl(x).logsumexp(x, axis, keepdims, exp, order)
+
+
+def matmul(a, b, *, acc=None, order="any"):
+    return _impl(a).matmul(a, b, acc, order)
+
+
+# ---- selection
+def where(cond, a, b):
+    return _impl(_first(a, b)).where(cond, a, b)
+
+
+def maximum(a, b):
+    return _impl(_first(a, b)).maximum(a, b)
+
+
+def minimum(a, b):
+    return _impl(_first(a, b)).minimum(a, b)
+
+
+def clamp(x, lo=None, hi=None):
+    return _impl(x).clamp(x, lo, hi)
+
+
+def gather(x, index, axis=-1):
+    return _impl(x).gather(x, index, axis)
+
+
+def cat(xs, axis=-1):
+    xs = list(xs)
+    return _impl(xs[0]).cat(xs, axis)
+
+
+# ---- math-library calls: the kernel call each stands for is the profile entry
+def _math(name, call=None):
+    def f(x):
+        return _impl(x).apply(x, name, call or name)
+    f.__name__ = call or name
+    f.__doc__ = f"Kernel math call ``{call or name}`` (exact {name} plus the profile's error)."
+    return f
+
+
+exp = _math("exp")
+exp2 = _math("exp2")
+log = _math("log")
+log2 = _math("log2")
+rsqrt = _math("rsqrt")
+sqrt = _math("sqrt")
+sqrt_rn = _math("sqrt", "sqrt_rn")
+sigmoid = _math("sigmoid")
+tanh = _math("tanh")
+erf = _math("erf")
+sin = _math("sin")
+cos = _math("cos")
+
+
+def reciprocal(x):
+    """1 / x as the kernel's division (``div`` in the profile)."""
+    return 1.0 / x
+
+
+def div(a, b):
+    """a / b with the kernel's default division (``div`` in the profile)."""
+    return a / b
+
+
+def div_rn(a, b):
+    """tl.math.div_rn: a correctly rounded division."""
+    return _impl(_first(a, b)).div_rn(a, b)
