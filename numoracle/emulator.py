@@ -14,6 +14,7 @@ rounded once, which is exact round-to-nearest for + - * / because
 
 from __future__ import annotations
 
+import builtins
 import math
 from dataclasses import dataclass, field
 
@@ -150,9 +151,14 @@ def _library(plan: Plan, exact: Tensor, call: str, x_abs) -> Tensor:
     return F.round(exact + r * slack * ulp, F.fp32)
 
 
+def _widen(x: Emulated) -> Emulated:
+    # the hardware's own upcast of half formats (not the program's .to, which a fault may drop)
+    return Emulated(x.v, F.fp32, x.plan)
+
+
 def _div(x: Emulated, y: Emulated, fmt, call) -> Emulated:
     if fmt in (F.bf16, F.fp16):
-        return _div(x.to(F.fp32), y.to(F.fp32), F.fp32, call).to(fmt)
+        return _div(_widen(x), _widen(y), F.fp32, call).to(fmt)
     exact = x.v / y.v
     if fmt is F.fp64:
         return x._rounded(exact, fmt)
@@ -161,7 +167,7 @@ def _div(x: Emulated, y: Emulated, fmt, call) -> Emulated:
 
 def apply(x: Emulated, name: str, call: str) -> Emulated:
     if x.fmt in (F.bf16, F.fp16):
-        return apply(x.to(F.fp32), name, call).to(x.fmt)
+        return apply(_widen(x), name, call).to(x.fmt)
     exact = _EXACT[name](x.v)
     return Emulated(_library(x.plan, exact, call, x.v.abs()), F.fp32, x.plan, pre=exact)
 
@@ -194,7 +200,7 @@ def _reduce_rows(v: Tensor, fmt, order: str, plan: Plan) -> Tensor:
         return cur[:, 0]
     # blocked, like Triton: each "thread" sums a contiguous chunk sequentially,
     # then the partial sums meet in a butterfly tree
-    chunk = 1 << plan.randint(max(1, int(math.log2(max(n, 1))) + 1))
+    chunk = 1 << plan.randint(builtins.max(1, int(math.log2(builtins.max(n, 1))) + 1))
     pad = (-n) % chunk
     w = torch.cat([v, torch.zeros(v.shape[0], pad, dtype=v.dtype)], dim=-1) if pad else v
     w = w.reshape(v.shape[0], -1, chunk)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import math
 
 import torch
@@ -24,7 +25,7 @@ def depth(order, n: int) -> int:
     if order == "tree":
         return math.ceil(math.log2(n))
     if isinstance(order, int) and not isinstance(order, bool) and order >= 1:
-        return min(order, n - 1)
+        return builtins.min(order, n - 1)
     raise InvalidArgument(f"order={order!r}: expected one of {ORDERS} or a positive int depth "
                           f"(the number of roundings a term passes through).")
 
@@ -105,7 +106,7 @@ def mean(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=No
     q = Tracked(s.c / n, s.fmt, FM.scale(s.form, 1.0 / n), ctx, taint=s.taint)
     r = q._round(s.fmt, f"mean: divide by {n}")
     model = ctx.profile.model("div")
-    extra = max(model.a - 0.5, 0.5) * F.ulp(q.c.abs() + q.radius(), s.fmt)
+    extra = builtins.max(model.a - 0.5, 0.5) * F.ulp(q.c.abs() + q.radius(), s.fmt)
     r.form = FM.add_det(r.form, ctx.label(f"mean: 1/{n} (division or reciprocal)"), extra, ctx.condensed)
     r._R = None
     return r

@@ -1,0 +1,71 @@
+"""Reference programs of the operators' precision plans (../shared/OPERATORS.md).
+
+Each program states, in order, every rounding the upstream kernel performs:
+widenings (exact), fp32 arithmetic, reductions with their order model, math
+calls, early downcasts and the final store.
+"""
+
+from __future__ import annotations
+
+import numoracle as no
+from numoracle.formats import fp32
+
+
+@no.reference
+def rms_norm_llama(x, w, *, eps=1e-6, offset=0.0):
+    """Liger/Unsloth Llama casting: x -> fp32, rstd in fp32, x*rstd rounded to
+    x's format *before* the weight multiply, which runs in x's format."""
+    xf = x.to(fp32)
+    ms = no.mean(xf * xf, axis=-1, keepdims=True)
+    r = no.rsqrt(ms + eps)
+    wo = w + offset if offset else w
+    return (xf * r).to(x.format) * wo
+
+
+@no.reference
+def rms_norm_gemma(x, w, *, eps=1e-6, offset=1.0):
+    """Gemma casting: x and w -> fp32, everything in fp32, one rounding at the store."""
+    xf = x.to(fp32)
+    ms = no.mean(xf * xf, axis=-1, keepdims=True)
+    r = no.rsqrt(ms + eps)
+    return (xf * r * (w.to(fp32) + offset)).to(x.format)
+
+
+@no.reference
+def layer_norm(x, w, b, *, eps=1e-5):
+    """Liger LayerNorm: fp32 statistics (two-pass variance), y stored in x's
+    format; mean and rstd are stored in x's format too."""
+    xf = x.to(fp32)
+    mu = no.mean(xf, axis=-1, keepdims=True)
+    d = xf - mu
+    var = no.mean(d * d, axis=-1, keepdims=True)
+    rstd = no.rsqrt(var + eps)
+    y = d * rstd * w.to(fp32) + b.to(fp32)
+    return y.to(x.format), mu.to(x.format), rstd.to(x.format)
+
+
+@no.reference
+def softmax(x):
+    """Row softmax: x -> fp32, max-shifted exp, fp32 sum, division, stored in x's format."""
+    xf = x.to(fp32)
+    m = no.max(xf, axis=-1, keepdims=True)
+    e = no.exp(xf - m)
+    s = no.sum(e, axis=-1, keepdims=True)
+    return (e / s).to(x.format)
+
+
+@no.reference
+def swiglu(a, b):
+    """Liger SwiGLU: silu(a) in fp32, rounded to b's format, then x b in that format."""
+    af = a.to(fp32)
+    silu = af * no.sigmoid(af)
+    return silu.to(b.format) * b
+
+
+@no.reference
+def cross_entropy_loss(logits, labels):
+    """Per-row loss lse - x_y in fp32, with lse from an exp2-based online
+    logsumexp (Liger's plan), every logit widened to fp32 first."""
+    xf = logits.to(fp32)
+    lse = no.logsumexp(xf, axis=-1, exp="exp2")
+    return lse - no.gather(xf, labels, axis=-1)
