@@ -14,7 +14,7 @@ _LINE = re.compile(r" \[([^\]:]+):(\d+)\]")
 
 
 def _site(label: str) -> str:
-    return _LINE.sub(r" (line \2)", label)
+    return _LINE.sub(r" (\1:\2)", label)
 
 
 def _num(x: float) -> str:
