@@ -1,0 +1,627 @@
+"""Floating-point formats as data, and exact rounding into them.
+
+Every function here is pure and vectorised over float64 torch tensors.  All
+arithmetic is exact: each format narrower than fp64 has at most 24
+significand bits, so scaling by powers of two, rounding to an integer and
+scaling back never loses a bit in float64.  (fp64 itself is the identity
+format: a float64 input is already one of its values.)
+
+Two facts about the casts we are compared against, measured and pinned by
+`tests/test_formats.py`:
+
+* torch (2.11 and 2.13, CPU and CUDA) and ml_dtypes 0.6 convert a float64 to
+  fp16, bf16 and every fp8 format *through float32*, so they round twice:
+  ``1 + 2**-8 + 2**-40`` becomes 1.0 in bf16 where a single rounding gives
+  ``1 + 2**-7``.  `round` rounds once.  To reproduce such a cast bit for bit,
+  use ``round(round(x, fp32), fmt, overflow="torch")``.
+* What a cast does beyond the finite range is version-specific: torch 2.11
+  turns e4m3fn values above 464 (and infinities) into NaN, torch 2.13 (CPU)
+  clamps them to ±448.  ``overflow="torch"`` therefore asks the installed
+  torch, once per format.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import torch
+
+from numoracle.errors import InvalidArgument, NumoracleError
+
+__all__ = [
+    "MODES", "OVERFLOWS", "Format", "ALL", "fp64", "fp32", "tf32", "fp16", "bf16", "e4m3fn", "e5m2",
+    "e4m3fnuz", "e2m1", "e8m0", "by_name", "from_dtype", "of", "round", "ulp",
+    "next_up", "next_down", "rounding_cell", "is_representable", "to_bits",
+    "from_bits", "decode", "encode",
+]
+
+MODES = ("rne", "rna", "rtz", "up", "down")
+OVERFLOWS = ("inf", "saturate", "nan", "torch")
+
+
+@dataclass(frozen=True, repr=False)
+class Format:
+    """A binary floating-point format: ``precision`` significand bits
+    (implicit bit included), exponents from ``emin`` up, largest finite value
+    ``max_finite``.  ``bits`` is the width of the encoding `to_bits` uses
+    (tf32: 19, although it travels in fp32 storage; e2m1: 4, one value per
+    byte)."""
+
+    name: str
+    precision: int
+    emin: int
+    max_finite: float
+    has_inf: bool
+    has_nan: bool
+    subnormals: bool
+    signed: bool
+    bits: int
+    torch_dtype: torch.dtype | None
+
+    def __repr__(self) -> str:
+        return self.name
+
+    @property
+    def u(self) -> float:
+        """Unit roundoff 2**-precision: round-to-nearest has relative error at
+        most u/(1+u), directed modes less than 2u.  For e8m0 (precision 1)
+        this is 1/2, which is still a correct bound: the nearest power of two
+        is within a factor 4/3 of x, the one above within a factor 2."""
+        return 2.0 ** -self.precision
+
+    @property
+    def min_normal(self) -> float:
+        return 2.0 ** self.emin
+
+    @property
+    def min_subnormal(self) -> float:
+        """Smallest positive value (the normal one where there are no subnormals)."""
+        return 2.0 ** (self.emin - self.precision + 1) if self.subnormals else self.min_normal
+
+    @property
+    def emax(self) -> int:
+        return math.frexp(self.max_finite)[1] - 1
+
+    @property
+    def storage_dtype(self) -> torch.dtype:
+        """The dtype `encode` returns: raw bits in uint8 for e2m1 and e8m0
+        (one value per byte, the way kernels pass MX scales and unpacked fp4)."""
+        if self.name in ("e2m1", "e8m0"):
+            return torch.uint8
+        return torch.float32 if self.name == "tf32" else self.torch_dtype
+
+
+fp64 = Format("fp64", 53, -1022, 1.7976931348623157e308, True, True, True, True, 64, torch.float64)
+fp32 = Format("fp32", 24, -126, (2 - 2.0**-23) * 2.0**127, True, True, True, True, 32, torch.float32)
+tf32 = Format("tf32", 11, -126, (2 - 2.0**-10) * 2.0**127, True, True, True, True, 19, None)
+fp16 = Format("fp16", 11, -14, 65504.0, True, True, True, True, 16, torch.float16)
+bf16 = Format("bf16", 8, -126, (2 - 2.0**-7) * 2.0**127, True, True, True, True, 16, torch.bfloat16)
+e4m3fn = Format("e4m3fn", 4, -6, 448.0, False, True, True, True, 8, torch.float8_e4m3fn)
+e5m2 = Format("e5m2", 3, -14, 57344.0, True, True, True, True, 8, torch.float8_e5m2)
+e4m3fnuz = Format("e4m3fnuz", 4, -7, 240.0, False, True, True, True, 8, torch.float8_e4m3fnuz)
+# torch's float4_e2m1fn_x2 packs two values per byte, so it is no per-element dtype.
+e2m1 = Format("e2m1", 2, 0, 6.0, False, False, True, True, 4, None)
+e8m0 = Format("e8m0", 1, -127, 2.0**127, False, True, False, False, 8,
+              getattr(torch, "float8_e8m0fnu", None))
+
+ALL = (fp64, fp32, tf32, fp16, bf16, e4m3fn, e5m2, e4m3fnuz, e2m1, e8m0)
+
+_ALIASES = {
+    "fp64": fp64, "float64": fp64, "double": fp64, "f64": fp64,
+    "fp32": fp32, "float32": fp32, "float": fp32, "f32": fp32,
+    "tf32": tf32, "tensorfloat32": tf32,
+    "fp16": fp16, "float16": fp16, "half": fp16, "f16": fp16,
+    "bf16": bf16, "bfloat16": bf16,
+    "e4m3fn": e4m3fn, "float8_e4m3fn": e4m3fn, "fp8_e4m3fn": e4m3fn,
+    "e5m2": e5m2, "float8_e5m2": e5m2, "fp8_e5m2": e5m2,
+    "e4m3fnuz": e4m3fnuz, "float8_e4m3fnuz": e4m3fnuz, "fp8_e4m3fnuz": e4m3fnuz,
+    "e2m1": e2m1, "e2m1fn": e2m1, "float4_e2m1fn": e2m1, "float4_e2m1fn_x2": e2m1, "fp4": e2m1,
+    "e8m0": e8m0, "e8m0fnu": e8m0, "ue8m0": e8m0, "float8_e8m0fnu": e8m0,
+}
+
+
+def by_name(name: str | Format) -> Format:
+    """The format called `name` ("bf16", "bfloat16", "torch.float8_e4m3fn", ...)."""
+    if isinstance(name, Format):
+        return name
+    key = str(name).lower().removeprefix("torch.")
+    if key not in _ALIASES:
+        raise InvalidArgument(
+            f"by_name({name!r}): no such format. Expected one of "
+            f"{', '.join(f.name for f in ALL)} (or an alias such as 'bfloat16', "
+            "'float8_e4m3fn'). Note 'e4m3' is ambiguous: say 'e4m3fn' (OCP, NVIDIA) "
+            "or 'e4m3fnuz' (AMD).")
+    return _ALIASES[key]
+
+
+def from_dtype(dtype: torch.dtype) -> Format:
+    """The format whose values a torch dtype holds."""
+    for fmt in ALL:
+        if fmt.torch_dtype is not None and fmt.torch_dtype == dtype:
+            return fmt
+    if dtype == getattr(torch, "float4_e2m1fn_x2", None):
+        return e2m1
+    if dtype == torch.uint8:
+        raise InvalidArgument(
+            "from_dtype(torch.uint8): raw bytes carry no format. Say which one, e.g. "
+            "numoracle.formats.e2m1 or numoracle.formats.e8m0 (decode(t, fmt=...)).")
+    raise InvalidArgument(
+        f"from_dtype({dtype}): not a floating-point format numoracle knows. Expected "
+        f"one of {', '.join(str(f.torch_dtype) for f in ALL if f.torch_dtype)}; "
+        "for other dtypes convert first (t.double()).")
+
+
+def of(t: torch.Tensor) -> Format:
+    """The format of tensor `t`, from its dtype."""
+    if not isinstance(t, torch.Tensor):
+        raise InvalidArgument(f"of() expects a torch.Tensor, got {type(t).__name__}; "
+                              "for a dtype use from_dtype(), for a name by_name().")
+    return from_dtype(t.dtype)
+
+
+# -- encoding layouts -------------------------------------------------------
+# (exponent bits, rule for the top exponent, canonical positive NaN pattern).
+# The NaN patterns are the ones torch and ml_dtypes produce for float("nan").
+_LAYOUT = {
+    "fp32": (8, "ieee", 0x7FC00000), "tf32": (8, "ieee", 0x3FE00),
+    "fp16": (5, "ieee", 0x7E00), "bf16": (8, "ieee", 0x7FC0),
+    "e4m3fn": (4, "fn", 0x7F), "e5m2": (5, "ieee", 0x7F),
+    "e4m3fnuz": (4, "fnuz", 0x80), "e2m1": (2, "none", None), "e8m0": (8, "e8m0", 0xFF),
+}
+
+
+def _bias(fmt: Format) -> int:
+    return 1 - fmt.emin if fmt.subnormals else -fmt.emin
+
+
+def _has_neg_zero(fmt: Format) -> bool:
+    return fmt.signed and _LAYOUT.get(fmt.name, (0, ""))[1] != "fnuz"
+
+
+# -- argument checks ----------------------------------------------------------
+
+def _fmt(fmt) -> Format:
+    if isinstance(fmt, (str, Format)):
+        return by_name(fmt)
+    raise InvalidArgument(f"fmt={fmt!r} is not a Format; pass e.g. numoracle.formats.bf16 "
+                          "or a name such as 'bf16'.")
+
+
+def _f64(x, arg: str = "x") -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        if x.dtype.is_floating_point:
+            return x.to(torch.float64)  # widening to float64 is exact
+        raise InvalidArgument(
+            f"{arg} is a {x.dtype} tensor; expected floating-point values. Convert with "
+            f"{arg}.double(), or if these are bit patterns, use from_bits({arg}, fmt).")
+    return torch.as_tensor(x, dtype=torch.float64)
+
+
+def _choice(value, allowed, arg: str):
+    if value not in allowed:
+        raise InvalidArgument(f"{arg}={value!r} is not allowed; expected one of "
+                              f"{', '.join(map(repr, allowed))}.")
+    return value
+
+
+# -- exact powers of two and grids ------------------------------------------
+
+def _exp2i(n: torch.Tensor) -> torch.Tensor:
+    """2**n exactly for int64 n in [-1074, 2046]: a product of two normal
+    powers built from their bit patterns, so it reaches fp64's subnormals."""
+    h = torch.div(n, 2, rounding_mode="floor")
+    def pw(k):
+        return ((k + 1023) << 52).view(torch.float64)
+    return pw(h) * pw(n - h)
+
+
+def _grid_exp(a: torch.Tensor, fmt: Format) -> torch.Tensor:
+    """Exponent of the spacing of fmt's grid at |a| (finite a): subnormals share
+    the grid of the lowest binade, and zero lies on it too."""
+    _, e = torch.frexp(a)
+    binade = torch.where(a == 0, fmt.emin, (e.to(torch.int64) - 1).clamp(min=fmt.emin))
+    return binade - (fmt.precision - 1)
+
+
+def _round_half_away(s: torch.Tensor) -> torch.Tensor:
+    # floor(|s| + 0.5) would round 0.49999999999999994 + 0.5 up to 1.
+    a = s.abs()
+    whole = torch.floor(a)
+    return torch.copysign(whole + (a - whole >= 0.5), s)  # a - whole is exact
+
+
+_ROUNDERS = {
+    "rne": torch.round,  # halves to even
+    "rna": _round_half_away,
+    "rtz": torch.trunc,
+    "up": torch.ceil,
+    "down": torch.floor,
+}
+
+
+def _overflow_target(mode: str, overflow: str, positive: bool) -> str:
+    """Where a finite value beyond the range goes: 'max', 'inf' or 'nan'.
+    Under "inf" this is IEEE 754 §7.4: nearest modes and the mode that rounds
+    away from zero on that side overflow to infinity, the others to max."""
+    if overflow == "saturate":
+        return "max"
+    if overflow == "nan":
+        return "nan"
+    away = "up" if positive else "down"
+    return "inf" if mode in ("rne", "rna", away) else "max"
+
+
+@functools.cache
+def _torch_overflow(fmt: Format) -> str:
+    """The overflow rule of the installed torch's cast to fmt, found by casting
+    probes that are exact in float32 (so torch's detour through float32 does
+    not blur them) and matching them against our three rules."""
+    if fmt.name in ("fp64", "fp32", "tf32"):
+        return "inf"  # IEEE, and torch has no tf32 dtype to ask
+    if fmt.torch_dtype is None:
+        raise InvalidArgument(
+            f"overflow='torch' for {fmt}: torch has no cast to {fmt} (its "
+            "float4_e2m1fn_x2 cannot be a .to() target). Choose overflow='saturate' "
+            "(what ml_dtypes does), 'inf' or 'nan'.")
+    top = fmt.max_finite + 2.0 ** (fmt.emax - fmt.precision)  # threshold at the top
+    gap = 2.0 ** (math.frexp(top)[1] - 25)  # float32 spacing at the threshold
+    probe = torch.tensor([fmt.max_finite, top - gap, top, top + gap, 2 * top, math.inf],
+                         dtype=torch.float64)
+    if fmt.signed:
+        probe = torch.cat([probe, -probe])
+    probe = probe[round(probe, fp32) == probe]
+    got = probe.to(fmt.torch_dtype).to(torch.float64)
+    for rule in ("inf", "saturate", "nan"):
+        want = round(probe, fmt, "rne", rule)
+        if torch.equal(want.isnan(), got.isnan()) and bool((want == got)[~got.isnan()].all()):
+            return rule
+    raise NumoracleError(
+        f"torch {torch.__version__} casts {probe.tolist()} to {fmt} as {got.tolist()}, "
+        "which matches none of the overflow rules 'inf', 'saturate', 'nan'. Pass one "
+        "of those explicitly.")
+
+
+# -- rounding -----------------------------------------------------------------
+
+def round(x, fmt, mode: str = "rne", overflow: str = "inf") -> torch.Tensor:
+    """x rounded once, exactly, to fmt.
+
+    mode: "rne" (nearest, ties to even), "rna" (nearest, ties away from zero),
+    "rtz", "up", "down".  A value overflows when its rounding with an
+    unbounded exponent exceeds max_finite (for rne: |x| at or beyond
+    max_finite + half a top-binade ulp, depending on the tie).  Then
+    overflow="inf" follows IEEE 754 (nearest → ±inf, directed modes → ±inf or
+    ±max_finite), giving NaN where fmt has no infinity; "saturate" clamps to
+    ±max_finite (infinite inputs too; the rule of PTX ``satfinite`` and OCP
+    MX); "nan" gives NaN (infinite inputs too); "torch" uses whichever of
+    these the installed torch's ``.to(dtype)`` follows (it does not round
+    through float32 as torch does; see the module docstring).
+
+    NaN in the result can mean "no value of fmt" (e2m1 has no NaN).  Zero
+    results carry the sign of x, except in e4m3fnuz, which has one zero.
+
+    e8m0 holds only 2**-127..2**127: x ≤ 0 and NaN give NaN; "rne"/"rna" give
+    the nearest power of two by value, a tie 1.5·2**k going up to 2**(k+1)
+    (as torch and ml_dtypes do); "up" is the power of two at or above x (the
+    UE8M0 scale rule), "down"/"rtz" the one at or below.  Below 2**-127 the
+    nearest modes and "up" give 2**-127; "down"/"rtz" give NaN, or 2**-127
+    under "saturate".
+    """
+    fmt = _fmt(fmt)
+    x = _f64(x)
+    _choice(mode, MODES, "mode")
+    _choice(overflow, OVERFLOWS, "overflow")
+    if overflow == "torch":
+        overflow = _torch_overflow(fmt)
+    finite = torch.isfinite(x)
+    if fmt.precision == 53:
+        y = x.clone()
+    else:
+        xf = torch.where(finite, x, 0.0)
+        q = _grid_exp(xf.abs(), fmt)
+        y = _ROUNDERS[mode](xf * _exp2i(-q)) * _exp2i(q)
+        y = torch.where(finite, y, x)
+    m = fmt.max_finite
+    for sign in (1.0, -1.0):
+        beyond = (sign * y > m) & finite
+        target = _overflow_target(mode, overflow, sign > 0)
+        y = torch.where(beyond, {"max": sign * m, "inf": sign * math.inf,
+                                 "nan": math.nan}[target], y)
+        if overflow != "inf":
+            y = torch.where(x == sign * math.inf, sign * m if overflow == "saturate" else math.nan, y)
+    if not fmt.has_inf:
+        y = torch.where(y.isinf(), math.nan, y)
+    if fmt.signed and not _has_neg_zero(fmt):
+        y = y + 0.0  # -0 + 0 is +0 under round-to-nearest
+    if not fmt.signed:
+        tiny = (y == 0) & (x > 0)
+        floor_like = mode in ("rtz", "down") and overflow != "saturate"
+        y = torch.where(tiny, math.nan if floor_like else fmt.min_normal, y)
+        y = torch.where(x > 0, y, math.nan)
+    return y
+
+
+def is_representable(x, fmt) -> torch.Tensor:
+    """Whether each value of x is a value of fmt (NaN and ±inf where fmt has
+    them; -0.0 counts as the zero of e4m3fnuz)."""
+    fmt = _fmt(fmt)
+    x = _f64(x)
+    finite = torch.isfinite(x)
+    same = (round(torch.where(finite, x, 0.0), fmt, "rne", "nan") == x) & finite
+    return same | (x.isnan() & fmt.has_nan) | (x.isinf() & fmt.has_inf)
+
+
+def ulp(x, fmt) -> torch.Tensor:
+    """Spacing of fmt's values at |x|: 2**(e - precision + 1) for |x| in
+    [2**e, 2**(e+1)), never below the spacing at emin (min_subnormal, or the
+    normal spacing in e8m0).  Beyond max_finite it is the spacing the top
+    binades would have; inf for ±inf, NaN for NaN."""
+    fmt = _fmt(fmt)
+    a = _f64(x).abs()
+    finite = torch.isfinite(a)
+    u = _exp2i(_grid_exp(torch.where(finite, a, 0.0), fmt))
+    return torch.where(finite, u, a)
+
+
+def _step_up(v: torch.Tensor, fmt: Format) -> torch.Tensor:
+    """The next value above v on fmt's grid with unbounded exponent (finite v
+    on the grid).  Below a power of two the spacing halves, except at and
+    under min_normal, where subnormals keep it."""
+    a = v.abs()
+    u = ulp(a, fmt)
+    mant, _ = torch.frexp(a)
+    halves = (mant == 0.5) & (a > fmt.min_normal)
+    return torch.where(v >= 0, v + u, -(a - torch.where(halves, u / 2, u)))
+
+
+def next_up(x, fmt) -> torch.Tensor:
+    """The least finite value of fmt above x; ±inf-free formats give NaN
+    above max_finite, others inf.  next_up(-inf) is -max_finite,
+    next_up(-min_subnormal) is -0.0 (+0.0 in e4m3fnuz)."""
+    fmt = _fmt(fmt)
+    x = _f64(x)
+    at = round(x, fmt, "up", "inf")
+    y = torch.where(at == x, _step_up(torch.where(at == x, x, 0.0), fmt), at)
+    y = torch.where(y > fmt.max_finite, math.inf if fmt.has_inf else math.nan, y)
+    y = torch.where(x == -math.inf, -fmt.max_finite, y)
+    y = torch.where(x == math.inf, x, y)
+    if not fmt.signed:
+        y = torch.where(x < fmt.min_normal, fmt.min_normal, y)
+    elif not _has_neg_zero(fmt):
+        y = y + 0.0
+    return y
+
+
+def next_down(x, fmt) -> torch.Tensor:
+    """The greatest finite value of fmt below x (mirror of `next_up`); NaN
+    where there is none (below e8m0's 2**-127)."""
+    fmt = _fmt(fmt)
+    x = _f64(x)
+    if fmt.signed:
+        y = -next_up(-x, fmt)
+        return y + 0.0 if not _has_neg_zero(fmt) else y
+    at = round(x, fmt, "down", "inf")
+    y = torch.where(at == x, x / 2, at)  # e8m0's values are the powers of two
+    y = torch.where(y < fmt.min_normal, math.nan, y)
+    return torch.where(x > fmt.max_finite, fmt.max_finite, y)
+
+
+def rounding_cell(y, fmt, mode: str = "rne", overflow: str = "inf"):
+    """The float64 inputs x with ``round(x, fmt, mode, overflow) == y``, as
+    ``(lo, hi, lo_closed, hi_closed)``.
+
+    For formats narrower than fp64 these are exactly the real numbers that
+    round to y (the endpoints are float64 values).  Nearest modes bound the
+    cell by midpoints, closed where the tie goes to y; the cell of
+    ±max_finite ends at the overflow threshold, or at ±inf where overflow
+    lands on max_finite.  ±0 share one cell.  For fp64 a finite cell is
+    just [y, y].  y that is no value of fmt, or that no input reaches (inf
+    under "saturate"), gives NaN bounds and False closures.
+    """
+    fmt = _fmt(fmt)
+    y = _f64(y, "y")
+    _choice(mode, MODES, "mode")
+    _choice(overflow, OVERFLOWS, "overflow")
+    if overflow == "torch":
+        overflow = _torch_overflow(fmt)
+    lo, hi, lo_c, hi_c = _grid_cell(torch.where(torch.isfinite(y), y, 0.0), fmt, mode)
+    # x beyond ±max_finite overflows past the far end of ±max's grid cell.
+    m = torch.full_like(y, fmt.max_finite)
+    _, top, _, top_c = _grid_cell(m, fmt, mode)
+    bottom, _, bottom_c, _ = _grid_cell(-m, fmt, mode)
+    inf = torch.full_like(y, math.inf)
+    true = torch.ones_like(top_c)
+    for s, edge, edge_c in ((1.0, top, top_c), (-1.0, bottom, bottom_c)):
+        target = _overflow_target(mode, overflow, s > 0)
+        # max's cell reaches out to the overflow; inf's cell starts where it does.
+        if target == "max":
+            far, far_c = s * inf, true & (overflow == "saturate")
+        else:
+            far, far_c = edge, edge_c
+        if target == "inf":
+            near, near_c = edge, ~edge_c
+        else:
+            near, near_c = s * inf, true  # only an infinite input stays infinite
+        at_max, at_inf = y == s * fmt.max_finite, y == s * math.inf
+        if s > 0:
+            hi, hi_c = torch.where(at_max, far, hi), torch.where(at_max, far_c, hi_c)
+            lo, lo_c = torch.where(at_inf, near, lo), torch.where(at_inf, near_c, lo_c)
+            hi, hi_c = torch.where(at_inf, inf, hi), torch.where(at_inf, true, hi_c)
+        else:
+            lo, lo_c = torch.where(at_max, far, lo), torch.where(at_max, far_c, lo_c)
+            hi, hi_c = torch.where(at_inf, near, hi), torch.where(at_inf, near_c, hi_c)
+            lo, lo_c = torch.where(at_inf, -inf, lo), torch.where(at_inf, true, lo_c)
+    if not fmt.signed and (mode in ("rne", "rna", "up") or overflow == "saturate"):
+        # Every positive x under 2**-127 lands on it.
+        bottom = y == fmt.min_normal
+        lo = torch.where(bottom, 0.0, lo)
+        lo_c = torch.where(bottom, False, lo_c)
+    reached = is_representable(y, fmt) & ~y.isnan()
+    if fmt.has_inf and overflow != "inf":
+        reached &= ~y.isinf()
+    nan = torch.full_like(y, math.nan)
+    return (torch.where(reached, lo, nan), torch.where(reached, hi, nan),
+            lo_c & reached, hi_c & reached)
+
+
+def _grid_cell(y: torch.Tensor, fmt: Format, mode: str):
+    """Cell of finite y on fmt's grid with unbounded exponent (no overflow)."""
+    if fmt.precision == 53:
+        true = torch.ones_like(y, dtype=torch.bool)
+        return y, y, true, true
+    up = _step_up(y, fmt)
+    down = -_step_up(-y, fmt)
+    if mode in ("rne", "rna"):
+        lo, hi = (down + y) / 2, (y + up) / 2
+        if mode == "rne":
+            # A tie rounds to the even one of its two neighbours, on the grid of
+            # the smaller-magnitude neighbour (the binade the tie lies in).
+            def even(nbr):
+                q = ulp(torch.minimum(y.abs(), nbr.abs()), fmt)
+                return torch.remainder(y.abs() / q, 2) == 0
+            return lo, hi, even(down), even(up)
+        return lo, hi, y > 0, y < 0  # ties go away from zero
+    closed_at_y = torch.ones_like(y, dtype=torch.bool)
+    if mode == "up":
+        return down, y, ~closed_at_y, closed_at_y
+    if mode == "down":
+        return y, up, closed_at_y, ~closed_at_y
+    lo = torch.where(y > 0, y, down)
+    hi = torch.where(y < 0, y, up)
+    return lo, hi, y > 0, y < 0
+
+
+# -- bit patterns ---------------------------------------------------------------
+
+def to_bits(x, fmt) -> torch.Tensor:
+    """The encoding of each value as an int64 (fp64: the signed int64 view).
+    NaN becomes the canonical pattern that torch and ml_dtypes produce, with
+    x's sign where fmt has signed NaNs.  Raises InvalidArgument unless every
+    value is representable."""
+    fmt = _fmt(fmt)
+    x = _f64(x)
+    _require_representable(x, fmt, "to_bits")
+    if fmt is fp64:
+        bits = x.view(torch.int64)
+        return torch.where(x.isnan(), torch.where(x.signbit(), -0x8000000000000000 | 0x7FF8 << 48,
+                                                  0x7FF8 << 48), bits)
+    ebits, rule, nan_bits = _LAYOUT[fmt.name]
+    mbits = fmt.precision - 1
+    a = torch.where(torch.isfinite(x), x.abs(), 0.0)
+    _, e = torch.frexp(a)
+    normal = a >= fmt.min_normal
+    binade = torch.where(normal, e.to(torch.int64) - 1, fmt.emin)
+    mant = a * _exp2i(mbits - binade)
+    mant = torch.where(normal, mant - 2 ** mbits, mant).to(torch.int64)
+    expo = torch.where(normal, binade + _bias(fmt), 0)
+    out = (expo << mbits) | mant
+    if rule == "ieee":
+        out = torch.where(x.isinf(), ((1 << ebits) - 1) << mbits, out)
+    sign = (x.signbit() & (x != 0) | x.signbit() & _has_neg_zero(fmt)).to(torch.int64)
+    if fmt.signed:
+        out = out | sign << (fmt.bits - 1)
+    if nan_bits is not None:
+        nan = nan_bits | (sign << (fmt.bits - 1) if rule in ("ieee", "fn") else 0)
+        out = torch.where(x.isnan(), nan, out)
+    return out
+
+
+def from_bits(bits, fmt) -> torch.Tensor:
+    """The float64 value of each encoding (inverse of `to_bits`)."""
+    fmt = _fmt(fmt)
+    if not isinstance(bits, torch.Tensor):
+        bits = torch.as_tensor(bits)
+    if bits.dtype.is_floating_point or bits.dtype == torch.bool or bits.dtype.is_complex:
+        raise InvalidArgument(f"from_bits expects an integer tensor of bit patterns, got "
+                              f"{bits.dtype}; for values use decode() or round().")
+    b = bits.to(torch.int64)
+    if fmt is fp64:
+        return b.view(torch.float64).clone()
+    if bool(((b < 0) | (b >= 1 << fmt.bits)).any()):
+        bad = b[(b < 0) | (b >= 1 << fmt.bits)][0].item()
+        raise InvalidArgument(f"from_bits: pattern {bad} does not fit {fmt}'s {fmt.bits} "
+                              f"bits; expected 0 <= bits < {1 << fmt.bits}.")
+    ebits, rule, _ = _LAYOUT[fmt.name]
+    mbits = fmt.precision - 1
+    expo = (b >> mbits) & ((1 << ebits) - 1)
+    mant = (b & ((1 << mbits) - 1)).to(torch.float64)
+    sub = (expo == 0) & fmt.subnormals
+    sig = torch.where(sub, mant, mant + 2 ** mbits)
+    val = sig * _exp2i(torch.where(sub, 1, expo) - _bias(fmt) - mbits)
+    negative = ((b >> (fmt.bits - 1)) & 1).bool() if fmt.signed else torch.zeros_like(b, dtype=torch.bool)
+    val = torch.where(negative, -val, val)
+    top = (1 << ebits) - 1
+    if rule == "ieee":
+        val = torch.where(expo == top, torch.where(mant == 0, val.sign() * math.inf, math.nan), val)
+        val = torch.where((expo == top) & (mant != 0) & negative, -math.nan, val)
+    elif rule == "fn":
+        val = torch.where((expo == top) & (mant == 2 ** mbits - 1), torch.where(negative, -math.nan, math.nan), val)
+    elif rule == "fnuz":
+        val = torch.where(b == 1 << (fmt.bits - 1), math.nan, val)
+    elif rule == "e8m0":
+        val = torch.where(b == 0xFF, math.nan, val)
+    return val
+
+
+def _require_representable(x: torch.Tensor, fmt: Format, who: str) -> None:
+    ok = is_representable(x, fmt)
+    if not bool(ok.all()):
+        bad = x[~ok]
+        raise InvalidArgument(
+            f"{who}: {bad.numel()} of {x.numel()} values are not values of {fmt} "
+            f"(first: {bad[0].item()!r}). Round them first: round(x, {fmt.name}).")
+
+
+# -- tensors ------------------------------------------------------------------
+
+def decode(t: torch.Tensor, fmt: Format | None = None) -> torch.Tensor:
+    """The exact float64 values held by `t`.  A uint8 tensor is raw encodings,
+    one per byte, and needs `fmt` (e2m1, e8m0 or another format of ≤ 8 bits)."""
+    if not isinstance(t, torch.Tensor):
+        raise InvalidArgument(f"decode expects a torch.Tensor, got {type(t).__name__}.")
+    if t.dtype == torch.uint8:
+        if fmt is None:
+            raise InvalidArgument(
+                "decode: a uint8 tensor holds raw bits of an unknown format; pass "
+                "fmt=numoracle.formats.e2m1 or fmt=numoracle.formats.e8m0 (or another "
+                "8-bit format) to say which.")
+        fmt = _fmt(fmt)
+        if fmt.bits > 8:
+            raise InvalidArgument(f"decode: uint8 holds at most 8 bits but {fmt} has "
+                                  f"{fmt.bits}; pass a tensor of dtype {fmt.storage_dtype}.")
+        return from_bits(t, fmt)
+    if not t.dtype.is_floating_point:
+        raise InvalidArgument(f"decode: a {t.dtype} tensor holds no format's values; for "
+                              "bit patterns use from_bits(bits, fmt).")
+    if t.dtype == getattr(torch, "float4_e2m1fn_x2", None):
+        raise InvalidArgument(
+            "decode: float4_e2m1fn_x2 packs two e2m1 values per byte in a kernel-specific "
+            "order; unpack to one value per byte (uint8, low 4 bits) and call "
+            "decode(bits, fmt=numoracle.formats.e2m1).")
+    own = from_dtype(t.dtype)
+    fmt = own if fmt is None else _fmt(fmt)
+    if own.bits == 8:
+        x = from_bits(t.view(torch.uint8), own)  # independent of torch's fp8 casts
+    else:
+        x = t.to(torch.float64)
+    if fmt is not own:
+        if not (fmt is tf32 and own is fp32):
+            raise InvalidArgument(f"decode: tensor of dtype {t.dtype} holds {own} values, "
+                                  f"not {fmt}; drop fmt= or pass fmt={own.name}.")
+        _require_representable(x, fmt, "decode")
+    return x
+
+
+def encode(x, fmt) -> torch.Tensor:
+    """A tensor in fmt's storage dtype (`Format.storage_dtype`) holding exactly
+    the values x.  Raises InvalidArgument if any value is not in fmt."""
+    fmt = _fmt(fmt)
+    x = _f64(x)
+    _require_representable(x, fmt, "encode")
+    if fmt.storage_dtype == torch.uint8 or fmt.bits == 8:
+        raw = to_bits(x, fmt).to(torch.uint8)
+        return raw if fmt.storage_dtype == torch.uint8 else raw.view(fmt.storage_dtype)
+    return x.to(fmt.storage_dtype)  # exact: every value is representable
+
