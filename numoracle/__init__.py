@@ -35,6 +35,6 @@ __all__ = [
 def __getattr__(name):
     # the operator registry imports Triton kernels: load it on first use
     if name == "operators":
-        from . import operators
-        return operators
+        import importlib
+        return importlib.import_module(__name__ + ".operators")
     raise AttributeError(f"module 'numoracle' has no attribute {name!r}")

@@ -287,9 +287,11 @@ def clamp(x, lo=None, hi=None):
 def gather(x: Emulated, index: Tensor, axis=-1):
     ax = axis % x.v.ndim
     idx = index.long()
-    if idx.ndim == x.v.ndim - 1:
+    squeeze = idx.ndim == x.v.ndim - 1
+    if squeeze:
         idx = idx.unsqueeze(ax)
-    return x._wrap(torch.gather(x.v, ax, idx))
+    out = torch.gather(x.v, ax, idx)
+    return x._wrap(out.squeeze(ax) if squeeze else out)
 
 
 def cat(xs, axis=-1):

@@ -5,6 +5,7 @@ in fixed-input mode, and the statistical mode stays within its budget.
 The example count scales with NUMORACLE_SOUNDNESS_EXAMPLES (per program);
 ``scripts/soundness.py`` runs the large campaign."""
 
+import json
 import os
 
 import pytest
@@ -15,6 +16,7 @@ from numoracle.emulator import Plan
 from numoracle.selftest import PROGRAMS, SOUNDNESS_FAMILIES, judge_emulated, make_inputs
 
 N = int(os.environ.get("NUMORACLE_SOUNDNESS_EXAMPLES", "60"))
+REPORT = os.environ.get("NUMORACLE_SOUNDNESS_REPORT")   # a JSON-lines file of every case
 
 
 @st.composite
@@ -41,6 +43,11 @@ def test_emulated_correct_kernel_never_rejected_in_fixed_mode(program):
             plan["order"] = "blocked"     # keeps the Python-level sequential loop short
         inputs = make_inputs(program, dtype, rows, cols, family, scale_exp, seed)
         res = judge_emulated(program, inputs, Plan(seed=seed, **plan))
+        if REPORT:
+            with open(REPORT, "a") as fh:
+                fh.write(json.dumps({"program": program, "family": family, "dtype": dtype, "rows": rows,
+                                     "cols": cols, "fixed": res["fixed"].status,
+                                     "statistical": res["statistical"].status}) + "\n")
         assert res["fixed"].status != "reject", res["fixed"].explain()
         # the statistical budget is 1e-6 per verdict: at this sample size any
         # reject is a finding (a family breaking the zero-mean model, or a bug)

@@ -207,12 +207,15 @@ def gather(x: Tracked, index: Tensor, axis: int = -1) -> Tracked:
     if not isinstance(index, Tensor) or index.dtype.is_floating_point:
         raise InvalidArgument(f"gather index must be an integer torch tensor, got {index!r:.60}.")
     from .tracked import _index
-    idx = index.cpu().long()
+    idx = index.to(x.c.device).long()
     ax = _ax(axis, x.ndim)
-    if idx.ndim == x.ndim - 1:
+    squeeze = idx.ndim == x.ndim - 1
+    if squeeze:
         idx = idx.unsqueeze(ax)
-    return _index(x, lambda t: torch.gather(t.expand(x.c.shape), ax, idx.expand(
-        *[s if i != x.ndim + ax else idx.shape[i] for i, s in enumerate(x.c.shape)])), "gather")
+    shape = list(x.c.shape)
+    shape[ax] = idx.shape[ax]
+    out = _index(x, lambda t: torch.gather(t.expand(x.c.shape), ax, idx.expand(shape)), "gather")
+    return out.squeeze(ax) if squeeze else out
 
 
 def logsumexp(x: Tracked, axis: int = -1, keepdims: bool = False, exp: str = "exp2", order="any") -> Tracked:

@@ -69,3 +69,54 @@ def cross_entropy_loss(logits, labels):
     xf = logits.to(fp32)
     lse = no.logsumexp(xf, axis=-1, exp="exp2")
     return lse - no.gather(xf, labels, axis=-1)
+
+
+@no.reference
+def rms_norm(x, w, *, eps=1e-6, offset=0.0, casting="llama"):
+    """Liger's RMSNorm forward in its three casting modes; outputs (y, rstd)
+    with rstd kept in fp32 (llama, gemma) as the backward reloads it."""
+    xf = x.to(fp32)
+    if casting == "none":
+        ms = no.sum(x * x, axis=-1, keepdims=True)      # squares and sum in x's format
+        r = no.rsqrt(((ms.to(fp32) / x.shape[-1]).to(x.format) + eps).to(fp32)).to(x.format)
+        return (x * r) * (w + offset if offset else w), r.squeeze(-1)
+    ms = no.mean(xf * xf, axis=-1, keepdims=True)
+    r = no.rsqrt(ms + eps)
+    if casting == "gemma":
+        return (xf * r * (w.to(fp32) + offset)).to(x.format), r.squeeze(-1)
+    wo = (w + offset) if offset else w
+    return (xf * r).to(x.format) * wo.to(x.format), r.squeeze(-1)
+
+
+@no.reference
+def layer_norm_fwd(x, w, b, *, eps=1e-5):
+    """layer_norm with the statistics per row, as the kernel stores them."""
+    y, mu, rstd = layer_norm.fn(x, w, b, eps=eps)
+    return y, mu.squeeze(-1), rstd.squeeze(-1)
+
+
+@no.reference
+def geglu(a, b, *, approximate="tanh"):
+    """Liger GeGLU: gelu(a) in fp32 (tanh form, or erf for approximate='none'),
+    rounded to b's format, then x b in that format."""
+    af = a.to(fp32)
+    if approximate == "none":
+        g = 0.5 * af * (1.0 + no.erf(af * 0.7071067811865476))
+    else:
+        z = 0.7978845608028654 * (af + 0.044715 * af * af * af)
+        g = 0.5 * af * (1.0 + no.tanh(z))
+    return g.to(b.format) * b
+
+
+@no.reference
+def cross_entropy(logits, labels, *, ignore_index=-100, reduction="mean"):
+    """Liger CE forward without smoothing: per-row lse - x_y in fp32 (divided by
+    the non-ignored row count for 'mean'), 0 on ignored rows, stored in the
+    logits' format."""
+    xf = logits.to(fp32)
+    keep = labels != ignore_index
+    lse = no.logsumexp(xf, axis=-1, exp="exp2")
+    loss = lse - no.gather(xf, labels.clamp(min=0), axis=-1)
+    if reduction == "mean":
+        loss = loss / float(max(int(keep.sum()), 1))
+    return no.where(keep, loss, 0.0).to(logits.format)

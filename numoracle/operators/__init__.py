@@ -1,0 +1,128 @@
+"""The operator registry: ``no.operators.names()``, ``no.operators.get(name)``.
+
+An operator bundles a reference program, kernels (``"correct"`` plus
+behaviour-preserving variants; each takes the reference's inputs as torch
+tensors plus ``**params`` and returns the outputs the reference returns), its
+source library and an ``example(seed)``.  Kernels import Triton lazily.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from ..errors import InvalidArgument
+from ..strategies.families import fill
+from . import references as R
+
+
+@dataclass
+class Operator:
+    name: str
+    source: str
+    reference: object
+    kernel_specs: dict                      # name -> "module:function[:output selector]"
+    make_example: Callable
+    formats: tuple = ("bf16", "fp16", "fp32")
+    backward: bool = False
+    _kernels: dict = field(default=None, repr=False)
+
+    @property
+    def kernels(self) -> dict:
+        if self._kernels is None:
+            self._kernels = {k: _load(v) for k, v in self.kernel_specs.items()}
+        return self._kernels
+
+    def example(self, seed: int = 0, dtype=torch.bfloat16, family: str = "normal", rows=4, cols=96):
+        return self.make_example(seed, dtype, family, rows, cols)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "source": self.source, "formats": list(self.formats),
+                "kernels": [k for k in self.kernel_specs if k == "correct"],
+                "variants": [k for k in self.kernel_specs if k != "correct"], "backward": self.backward}
+
+
+def _load(spec: str):
+    mod, fn, *pick = spec.split(":")
+    f = getattr(importlib.import_module(mod), fn)
+    if not pick:
+        return f
+    idx = [int(i) for i in pick[0].split(",")]
+
+    def kernel(*args, **params):
+        out = f(*args, **params)
+        return tuple(out[i] for i in idx) if len(idx) > 1 else out[idx[0]]
+    kernel.__name__ = fn
+    return kernel
+
+
+_K = "numoracle.operators.kernels."
+
+
+def _rows(seed, dtype, family, rows, cols, k=0):
+    return fill((rows, cols), family, seed, scale_exp=k, dtype=dtype)
+
+
+def _weight(seed, dtype, cols, mean=1.0):
+    return (fill((cols,), "normal", seed, dtype=torch.float32) * 0.1 + mean).to(dtype)
+
+
+def _ex_rms(seed, dtype, family, rows, cols):
+    return (_rows(seed, dtype, family, rows, cols), _weight(seed + 1, dtype, cols)), {"eps": 1e-6}
+
+
+def _ex_ln(seed, dtype, family, rows, cols):
+    return ((_rows(seed, dtype, family, rows, cols), _weight(seed + 1, dtype, cols),
+             _weight(seed + 2, dtype, cols, mean=0.0)), {"eps": 1e-5})
+
+
+def _ex_x(seed, dtype, family, rows, cols):
+    return (_rows(seed, dtype, family, rows, cols),), {}
+
+
+def _ex_ab(seed, dtype, family, rows, cols):
+    return (_rows(seed, dtype, family, rows, cols), _rows(seed + 7, dtype, family, rows, cols)), {}
+
+
+def _ex_ce(seed, dtype, family, rows, cols):
+    labels = torch.randint(0, cols, (rows,), generator=torch.Generator().manual_seed(seed))
+    return (_rows(seed, dtype, family, rows, cols), labels), {"reduction": "mean"}
+
+
+REGISTRY: dict[str, Operator] = {}
+
+
+def _register(op: Operator) -> None:
+    REGISTRY[op.name] = op
+
+
+_register(Operator("rms_norm", "liger", R.rms_norm, {
+    "correct": _K + "rms_norm:rms_norm", "1oversqrt": _K + "rms_norm:rms_norm_1oversqrt",
+    "two_rows": _K + "rms_norm:rms_norm_two_rows", "chunked": _K + "rms_norm:rms_norm_chunked"}, _ex_rms))
+_register(Operator("layer_norm", "liger", R.layer_norm_fwd, {
+    "correct": _K + "layer_norm:layer_norm", "1oversqrt": _K + "layer_norm:layer_norm_1oversqrt",
+    "chunked": _K + "layer_norm:layer_norm_chunked"}, _ex_ln))
+_register(Operator("softmax", "liger", R.softmax, {
+    "correct": _K + "softmax:softmax", "exp2": _K + "softmax:softmax_exp2"}, _ex_x))
+_register(Operator("swiglu", "liger", R.swiglu, {
+    "correct": _K + "swiglu:swiglu", "explicit_sigmoid": _K + "swiglu:swiglu_explicit_sigmoid",
+    "flat": _K + "swiglu:swiglu_flat"}, _ex_ab))
+_register(Operator("geglu", "liger", R.geglu, {
+    "correct": _K + "geglu:geglu", "sigmoid_form": _K + "geglu:geglu_sigmoid_form"}, _ex_ab))
+_register(Operator("cross_entropy", "liger", R.cross_entropy, {
+    "correct": _K + "cross_entropy:cross_entropy:0",
+    "two_pass": _K + "cross_entropy:cross_entropy_two_pass:0"}, _ex_ce))
+
+
+def names() -> list[str]:
+    return sorted(REGISTRY)
+
+
+def get(name: str) -> Operator:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise InvalidArgument(f"unknown operator {name!r}; registered: {names()}.") from None
