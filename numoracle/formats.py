@@ -285,6 +285,32 @@ def _torch_overflow(fmt: Format) -> str:
 
 # -- rounding -----------------------------------------------------------------
 
+_FAST_RNE = ("fp32", "fp16", "bf16")
+
+
+def _rne_fast(x: torch.Tensor, fmt: Format) -> torch.Tensor:
+    """RNE with IEEE overflow to fp32/fp16/bf16 through torch casts.
+
+    float64 -> float32 is one correct rounding in torch.  For the 16-bit
+    formats torch rounds through float32 (double rounding), so we first round
+    to float32 *to odd*: with at least two more bits than the target, an
+    odd-rounded intermediate makes the second rounding exact (Boldo-Melquiond).
+    """
+    t = x.to(torch.float32)
+    if fmt.name == "fp32":
+        return t.to(torch.float64)
+    back = t.to(torch.float64)
+    inexact = (back != x) & torch.isfinite(back)
+    # step back toward zero where RNE went away from zero, then force the last bit on
+    bits = t.view(torch.int32)
+    away = inexact & (back.abs() > x.abs())
+    bits = torch.where(away, bits - 1, bits)
+    bits = torch.where(inexact, bits | 1, bits)
+    odd = bits.view(torch.float32)
+    # a value beyond the float32 range stays infinite; huge finite x overflows
+    odd = torch.where(torch.isfinite(x) & ~torch.isfinite(t), t, odd)
+    return odd.to(fmt.torch_dtype).to(torch.float64)
+
 def round(x, fmt, mode: str = "rne", overflow: str = "inf") -> torch.Tensor:
     """x rounded once, exactly, to fmt.
 
@@ -315,6 +341,8 @@ def round(x, fmt, mode: str = "rne", overflow: str = "inf") -> torch.Tensor:
     _choice(overflow, OVERFLOWS, "overflow")
     if overflow == "torch":
         overflow = _torch_overflow(fmt)
+    if mode == "rne" and overflow == "inf" and fmt.name in _FAST_RNE and x.device.type == "cpu":
+        return _rne_fast(x, fmt)
     finite = torch.isfinite(x)
     if fmt.precision == 53:
         y = x.clone()

@@ -10,7 +10,7 @@ import torch
 from .. import formats as F
 from ..errors import InvalidArgument
 from . import form as FM
-from .tracked import Cond, Tracked, apply, cat, _div, _as_cond, _ax, _fp64_slack, _or, _squeeze_axis, _sum_axis, promote
+from .tracked import Cond, Tracked, apply, cat, _div, ulp_bound_fp32, _as_cond, _ax, _fp64_slack, _or, _squeeze_axis, _sum_axis, promote
 
 Tensor = torch.Tensor
 ORDERS = ("any", "sequential", "tree")
@@ -106,7 +106,8 @@ def mean(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=No
     q = Tracked(s.c / n, s.fmt, FM.scale(s.form, 1.0 / n), ctx, taint=s.taint)
     r = q._round(s.fmt, f"mean: divide by {n}")
     model = ctx.profile.model("div")
-    extra = builtins.max(model.a - 0.5, 0.5) * F.ulp(q.c.abs() + q.radius(), s.fmt)
+    extra = builtins.max(model.a - 0.5, 0.5) * (ulp_bound_fp32(q.c.abs() + q.radius()) if s.fmt is F.fp32
+                                                   else F.ulp(q.c.abs() + q.radius(), s.fmt))
     r.form = FM.add_det(r.form, ctx.label(f"mean: 1/{n} (division or reciprocal)"), extra, ctx.condensed)
     r._R = None
     return r

@@ -246,14 +246,21 @@ class Tracked:
         ctx.record(label, "range", str(fmt), f"|value| <= {fmt.max_finite:.6g}", ok, mag)
         taint = self.taint if bool(ok.all()) else _or(self.taint, ~ok)
         u = fmt.u
-        exact = (R == 0) & (F.round(c, fmt) == c)
-        a = torch.where(exact, torch.zeros_like(c), u * c.abs())
+        zero_r = R == 0
+        if bool(zero_r.any()):
+            exact = zero_r & (F.round(c, fmt) == c)
+            a = torch.where(exact, torch.zeros_like(c), u * c.abs())
+        else:
+            exact = zero_r
+            a = u * c.abs()
         key = ctx.new_key()
         fm = FM.add_private(self.form, FM.Entry(a, a.square(), frozenset((key,)), label), ctx.condensed)
         # second order: the rounding error of the error, u*|e|; and underflow
         eta = fmt.min_subnormal / 2 if fmt.subnormals else fmt.min_normal
         tiny = (c.abs() - R) < fmt.min_normal
-        extra = u * R + torch.where(tiny & ~exact, torch.full_like(c, eta), torch.zeros_like(c))
+        extra = u * R
+        if bool(tiny.any()):
+            extra = extra + torch.where(tiny & ~exact, eta, 0.0)
         if bool((extra > 0).any()):
             fm = FM.add_det(fm, label + " (second order, underflow)", extra, ctx.condensed)
         return Tracked(c, fmt, fm, ctx, repr_fmt=fmt, taint=taint, pre=self)
@@ -495,11 +502,19 @@ def _library_error(t: Tracked, call: str, x_abs, what: str) -> Tracked:
     ctx.record(label, "range", "fp32", f"|value| <= {F.fp32.max_finite:.6g}", ok, mag)
     taint = t.taint if bool(ok.all()) else _or(t.taint, ~ok)
     ulps = model.ulps(x_abs) if (x_abs is not None and model.b) else model.a
-    err = ulps * F.ulp(mag, F.fp32)
+    err = ulps * ulp_bound_fp32(mag)
     if ctx.profile.ftz:
         err = err + F.fp32.min_normal
     fm = FM.add_det(t.form, label, err, ctx.condensed)
     return Tracked(t.c, F.fp32, fm, ctx, taint=taint)
+
+
+def ulp_bound_fp32(mag: Tensor) -> Tensor:
+    """An upper bound on the fp32 ulp of every value of magnitude <= mag: the
+    ulp of the binade of mag rounded to fp32 (never smaller than the exact one)."""
+    t = mag.to(torch.float32).abs()
+    e = (t.view(torch.int32) >> 23) & 0xFF
+    return torch.exp2((torch.clamp(e, min=1) - 150).to(torch.float64))
 
 
 def _ulps_text(model) -> str:
