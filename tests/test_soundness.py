@@ -16,6 +16,7 @@ from numoracle.emulator import Plan
 from numoracle.selftest import PROGRAMS, SOUNDNESS_FAMILIES, judge_emulated, make_inputs
 
 N = int(os.environ.get("NUMORACLE_SOUNDNESS_EXAMPLES", "60"))
+ZERO_MEAN_BREAKERS = ("constant_rows",)
 REPORT = os.environ.get("NUMORACLE_SOUNDNESS_REPORT")   # a JSON-lines file of every case
 
 
@@ -49,7 +50,13 @@ def test_emulated_correct_kernel_never_rejected_in_fixed_mode(program):
                                      "cols": cols, "fixed": res["fixed"].status,
                                      "statistical": res["statistical"].status}) + "\n")
         assert res["fixed"].status != "reject", res["fixed"].explain()
-        # the statistical budget is 1e-6 per verdict: at this sample size any
-        # reject is a finding (a family breaking the zero-mean model, or a bug)
-        assert res["statistical"].status != "reject", res["statistical"].explain()
+        # The statistical budget is 1e-6 per verdict, so at this sample size a
+        # reject is a finding.  Constant rows break the zero-mean model (a long
+        # fp32 sum of identical terms rounds the same way every step): such
+        # rejects are measured, and the fixed-input confirmation must remove
+        # every one of them.  Anywhere else a statistical reject is a bug.
+        stat = res["statistical"]
+        if stat.status == "reject":
+            assert family in ZERO_MEAN_BREAKERS, stat.explain()
+            assert stat.confirmation == "statistical-only", stat.explain()
     prop()
