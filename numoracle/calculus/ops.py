@@ -160,6 +160,9 @@ def where(cond, a, b) -> Tracked:
         raise InvalidArgument("where needs at least one tracked tensor among its branches.")
     a, b = proto._coerce(a), proto._coerce(b)
     cnd = _as_cond(cond)
+    if cnd.value.device != proto.c.device:
+        cnd = Cond(cnd.value.to(proto.c.device),
+                   None if cnd.undecided is None else cnd.undecided.to(proto.c.device))
     fmt = promote(a.fmt, b.fmt) if a.fmt is not b.fmt else a.fmt
     if a.fmt is not fmt:
         a = a.to(fmt)

@@ -167,7 +167,7 @@ def _as_cond(c) -> Cond:
     if isinstance(c, Cond):
         return c
     if isinstance(c, Tensor) and c.dtype == torch.bool:
-        return Cond(c.cpu() if c.device.type != "cpu" else c, None)
+        return Cond(c, None)
     raise InvalidArgument(f"expected a condition (a comparison of tracked tensors or a bool tensor), "
                           f"got {type(c).__name__}.")
 
