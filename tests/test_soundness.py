@@ -60,3 +60,14 @@ def test_emulated_correct_kernel_never_rejected_in_fixed_mode(program):
             assert family in ZERO_MEAN_BREAKERS, stat.explain()
             assert stat.confirmation == "statistical-only", stat.explain()
     prop()
+
+
+def test_constant_rows_break_the_zero_mean_model_and_confirmation_removes_it():
+    """A long fp32 sum of identical terms rounds the same way at every step, so
+    the statistical mode can reject a correct kernel; the fixed-input
+    confirmation must accept it, so it is never reported as a counterexample."""
+    inputs = make_inputs("rms_norm_gemma", "fp32", 5, 4096, "constant_rows", 2, 5)
+    res = judge_emulated("rms_norm_gemma", inputs, Plan(seed=5, order="blocked", fma=False, math="random"))
+    assert res["statistical"].status == "reject"
+    assert res["statistical"].confirmation == "statistical-only"
+    assert res["fixed"].status == "accept"
