@@ -139,3 +139,16 @@ def test_statistical_reject_is_rejudged_in_fixed_mode():
     v = no.check(rms_norm_llama, outputs=(bits + 1).view(torch.bfloat16), inputs=(x, w))
     assert v.confirmation == "confirmed"
     assert no.check(rms_norm_llama, outputs=y, inputs=(x, w)).confirmation is None
+
+
+def test_flush_to_zero_profile_uncertifies_subnormal_rsqrt_arguments():
+    # measured on the H200: rsqrt of a subnormal fp32 input gives inf (FTZ)
+    @no.reference
+    def rsqrt_of(x):
+        return no.rsqrt(x)
+    x = torch.tensor([1e-40, 1.0], dtype=torch.float32)
+    y = torch.rsqrt(x.double()).float()
+    gpu = no.check(rsqrt_of, outputs=y, inputs=(x,), backend="gpu")
+    assert gpu.uncertified[0].tolist() == [True, False]
+    cpu = no.check(rsqrt_of, outputs=y, inputs=(x,), backend="interpreter")
+    assert cpu.status == "accept"

@@ -461,6 +461,9 @@ def _div(x: Tracked, y: Tracked, fmt, shape, taint, call: str = "div") -> Tracke
     return _library_error(t, call, x_abs=None, what="division" if call == "div" else call)
 
 
+_FTZ_POLES = ("rsqrt", "log", "log2", "reciprocal")
+
+
 def _exact_fn(x: Tracked, name: str) -> Tracked:
     """f(x) as exact real function of the kernel's value: first order plus a
     rigorous remainder; no library error yet."""
@@ -469,6 +472,9 @@ def _exact_fn(x: Tracked, name: str) -> Tracked:
     R = x.radius()
     lo, hi = x.c - R, x.c + R
     ok = f.in_domain(lo, hi)
+    if ctx.profile.ftz and name in _FTZ_POLES:
+        # a flushed subnormal argument becomes 0, where these functions have a pole
+        ok = ok & ((lo >= F.fp32.min_normal) | (hi <= -F.fp32.min_normal))
     label = ctx.label(name)
     ctx.record(label, "domain", str(x.fmt), f.domain_text, ok,
                torch.maximum(lo.abs(), hi.abs()))
