@@ -84,8 +84,7 @@ def _is_bool_tensor(x):
 
 def _is_cond(x):
     from .calculus.tracked import Cond
-    from .emulator import Emulated  # noqa: F401
-    return isinstance(x, Cond) or type(x).__name__ == "EmuCond"
+    return isinstance(x, Cond)
 
 
 # ---- reductions and products

@@ -69,13 +69,11 @@ def assert_close_accepts(outs, ref_outs) -> bool:
 def float64_reference(program: str, inputs):
     """The operator computed in float64 and cast to the output dtypes: what an
     assert_close user compares against."""
-    from .emulator import Plan as _Plan
     from . import formats as F
-    prog = PROGRAMS[program]
-    # an exact emulation: widen everything to fp64 by running with a plan whose
-    # roundings are exact is not expressible; compute the centre instead
     from .check import run_reference
     from .mathlib import load
+    prog = PROGRAMS[program]
+    # the calculus centre is the exact-input value of every output, before its store
     refs, _, _ = run_reference(prog, inputs, {}, load("interpreter"))
     return tuple(F.encode(F.round(r.c, r.fmt), r.fmt) for r in refs) if len(refs) > 1 else \
         F.encode(F.round(refs[0].c, refs[0].fmt), refs[0].fmt)

@@ -77,10 +77,8 @@ def normalise(entries: list, det: dict, condensed: bool) -> tuple[list, dict]:
     out: dict[str, Entry] = {}
     for e in entries:
         label = PRIVATE if condensed else e.label
-        prev = out.get(label)
-        out[label] = e if prev is None else merge_entry(prev, e, label)
-        if prev is None and e.label != label:
-            out[label] = Entry(e.abs, e.var, e.prov, label)
+        e = Entry(e.abs, e.var, e.prov, label)
+        out[label] = e if label not in out else merge_entry(out[label], e, label)
     if condensed and len(det) > 1:
         total = None
         for v in det.values():
