@@ -5,11 +5,20 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import sys
 import time
 
 from .errors import InvalidArgument, NumoracleError
+
+# Subcommands that live beside the stage they drive: each module defines
+# add_arguments(parser) and run(args) -> exit code.  Kept light to import.
+SUBCOMMANDS = {
+    "calibrate": ("numoracle.mathlib.calibrate", "measure math-library errors and write a profile"),
+    "mutate": ("numoracle.mutation.cli", "mutation testing of an operator's kernels against every oracle"),
+    "stress-tolerances": ("numoracle.stress", "search (atol, rtol) configurations for false alarms and misses"),
+}
 
 FAMILIES_DEFAULT = ("normal", "shifted_mean", "heavy_tailed", "scaled", "constant_rows", "pow2_grid")
 
@@ -90,6 +99,13 @@ def cmd_check(args) -> int:
     return 1 if counts["reject"] or counts["error"] else 0
 
 
+def _exists(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:          # a parent package is not there (yet)
+        return False
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="numoracle", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -108,6 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--cols", type=int, default=96)
     ck.add_argument("--json", action="store_true")
     ck.set_defaults(func=cmd_check)
+    for name, (module, help_) in SUBCOMMANDS.items():
+        if not _exists(module):
+            continue
+        mod = importlib.import_module(module)
+        sp = sub.add_parser(name, help=help_)
+        mod.add_arguments(sp)
+        sp.set_defaults(func=mod.run)
     return p
 
 

@@ -120,6 +120,21 @@ _register(Operator("cross_entropy", "liger", R.cross_entropy, {
     "two_pass": _K + "cross_entropy:cross_entropy_two_pass:0"}, _ex_ce))
 
 
+# Further operators register themselves from their own modules (one per source
+# library / family), so the registry file does not grow with every operator.
+_EXTENSIONS = ("ops_liger", "ops_unsloth", "ops_vllm", "ops_backward")
+
+
+def _load_extensions() -> None:
+    import importlib.util
+    for name in _EXTENSIONS:
+        if importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            importlib.import_module(f"{__name__}.{name}")
+
+
+_load_extensions()
+
+
 def names() -> list[str]:
     return sorted(REGISTRY)
 
