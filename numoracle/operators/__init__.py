@@ -19,6 +19,19 @@ from ..strategies.families import fill
 from . import references as R
 
 
+@dataclass(frozen=True)
+class Domain:
+    """The inputs an operator is defined on, for strategies and campaigns:
+    shape ranges, the formats its kernels accept, and choices for each keyword
+    parameter (the first choice is the default).  ``cols_multiple_of`` is for
+    operators whose rows split into groups (a quantizer's group size)."""
+    rows: tuple = (1, 64)
+    cols: tuple = (1, 512)
+    cols_multiple_of: int = 1
+    formats: tuple = ("bf16", "fp16", "fp32")
+    params: dict = field(default_factory=dict)
+
+
 @dataclass
 class Operator:
     name: str
@@ -28,6 +41,8 @@ class Operator:
     make_example: Callable
     formats: tuple = ("bf16", "fp16", "fp32")
     backward: bool = False
+    domain: Domain = field(default_factory=Domain)
+    faulty: dict = field(default_factory=dict)    # name -> spec, kept apart from .kernels
     _kernels: dict = field(default=None, repr=False)
 
     @property
@@ -37,10 +52,19 @@ class Operator:
         return self._kernels
 
     def example(self, seed: int = 0, dtype=torch.bfloat16, family: str = "normal", rows=4, cols=96):
+        """(inputs, params) for one case; ``family`` is a family or an input-group name."""
         return self.make_example(seed, dtype, family, rows, cols)
+
+    def faulty_kernel(self, name: str):
+        if name not in self.faulty:
+            raise InvalidArgument(f"{self.name} has faulty kernels {sorted(self.faulty)}, not {name!r}.")
+        return _load(self.faulty[name])
 
     def to_dict(self) -> dict:
         return {"name": self.name, "source": self.source, "formats": list(self.formats),
+                "domain": {"rows": list(self.domain.rows), "cols": list(self.domain.cols),
+                           "cols_multiple_of": self.domain.cols_multiple_of,
+                           "params": {k: list(v) for k, v in self.domain.params.items()}},
                 "kernels": [k for k in self.kernel_specs if k == "correct"],
                 "variants": [k for k in self.kernel_specs if k != "correct"], "backward": self.backward}
 
@@ -117,12 +141,13 @@ _register(Operator("swiglu", "liger", R.swiglu, {
 _register(Operator("geglu", "liger", R.geglu, {"correct": _K + "geglu:geglu"}, _ex_ab))
 _register(Operator("cross_entropy", "liger", R.cross_entropy, {
     "correct": _K + "cross_entropy:cross_entropy:0",
-    "two_pass": _K + "cross_entropy:cross_entropy_two_pass:0"}, _ex_ce))
+    "two_pass": _K + "cross_entropy:cross_entropy_two_pass:0"}, _ex_ce,
+    domain=Domain(params={"reduction": ("mean", "sum", "none")})))
 
 
 # Further operators register themselves from their own modules (one per source
 # library / family), so the registry file does not grow with every operator.
-_EXTENSIONS = ("ops_liger", "ops_unsloth", "ops_vllm", "ops_backward")
+_EXTENSIONS = ("ops_liger", "ops_unsloth", "ops_vllm", "ops_backward", "upstream_liger")
 
 
 def _load_extensions() -> None:
