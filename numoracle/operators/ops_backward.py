@@ -1,0 +1,124 @@
+"""Backward passes of the Liger operators (OPERATORS.md rows 1-4 and 6), each registered as
+its own operator: reference program, correct kernel, behaviour-preserving variants, domain,
+example inputs, and the faulty kernels of the change pairs that concern a backward pass.
+
+A host-side reduction over rows (dW = the fp32 sum of per-program fp32 partial rows, then one
+cast) is modelled as an fp32 sum over axis 0 under the "any" order model, which covers every
+split of the rows into programs and every order of the host's sum; then the cast.
+"""
+
+from __future__ import annotations
+
+import torch
+
+import numoracle as no
+from numoracle.formats import fp32
+from numoracle.operators import REGISTRY, Domain, Operator, _register
+from numoracle.strategies.families import fill
+
+_K = "numoracle.operators.kernels."
+LOG2E = 1.4426950408889634
+SQRT_2_OVER_PI = 0.7978845608028654
+GELU_CUBIC = 0.044715
+
+
+# ---------------------------------------------------------------------------------- references
+
+def _host_sum(part):
+    """fp32 partial rows summed over axis 0 in fp32, in any order and any split into programs."""
+    return no.sum(part, axis=0, order="any")
+
+
+@no.reference
+def rms_norm_backward(dy, x, w, rstd, *, offset=0.0, casting="llama"):
+    """Liger RMSNorm backward (llama / gemma casting): outputs (dx in x's format, dw in w's).
+
+    rstd is the forward's fp32 rstd per row (an exact input here).  m = dy·w_eff with
+    w_eff = offset + w in w's format (llama) or in fp32 (gemma); c = sum(m·x)/n;
+    dx = rstd·m − (rstd·rstd·rstd·c)·x in fp32; dW = host sum of dy·x̂, x̂ = x·rstd rounded to
+    x's format first for llama (the value the forward multiplied w by)."""
+    xf, dyf = x.to(fp32), dy.to(fp32)
+    r = rstd.to(fp32).unsqueeze(-1)
+    if casting == "gemma":
+        w_eff = w.to(fp32) + offset
+    else:
+        w_eff = (w + offset if offset else w).to(fp32)
+    m = dyf * w_eff
+    c = no.mean(m * xf, axis=-1, keepdims=True)
+    dx = r * m - (r * r * r * c) * xf
+    xhat = xf * r
+    if casting == "llama":
+        xhat = xhat.to(x.format).to(fp32)
+    dw = _host_sum(dyf * xhat)
+    return dx.to(x.format), dw.to(w.format)
+
+
+@no.reference
+def layer_norm_backward(dy, x, w, mean, rstd):
+    """Liger LayerNorm backward: outputs (dx in x's format, dw and db in w's format).
+
+    mean and rstd are the forward's statistics stored in x's format (exact inputs here),
+    widened to fp32.  x̂ = (x − mean)·rstd; wdy = w·dy; c1 = sum(x̂·wdy)/n; c2 = sum(wdy)/n;
+    dx = (wdy − (x̂·c1 + c2))·rstd in fp32; dW, dB = host sums of dy·x̂ and dy."""
+    xf, dyf, wf = x.to(fp32), dy.to(fp32), w.to(fp32)
+    mu = mean.to(fp32).unsqueeze(-1)
+    r = rstd.to(fp32).unsqueeze(-1)
+    xhat = (xf - mu) * r
+    wdy = wf * dyf
+    c1 = no.mean(xhat * wdy, axis=-1, keepdims=True)
+    c2 = no.mean(wdy, axis=-1, keepdims=True)
+    dx = (wdy - (xhat * c1 + c2)) * r
+    return dx.to(x.format), _host_sum(dyf * xhat).to(w.format), _host_sum(dyf).to(w.format)
+
+
+# ---------------------------------------------------------------------------------- examples
+
+def _rstd_fp32(x, eps):
+    """rstd per row as the forward stores it (fp32), from the same x: rsqrt(mean(x²) + eps)
+    evaluated in float64 and rounded once to fp32 (within an ulp or two of the kernel's)."""
+    xd = x.double()
+    return torch.rsqrt((xd * xd).mean(-1) + eps).float()
+
+
+def _ex_rms_bwd(seed, dtype, family, rows, cols):
+    x = fill((rows, cols), family, seed, dtype=dtype)
+    w = (fill((cols,), "normal", seed + 1, dtype=torch.float32) * 0.1 + 1.0).to(dtype)
+    dy = fill((rows, cols), family, seed + 2, dtype=dtype)
+    casting, offset = (("llama", 0.0), ("gemma", 1.0), ("llama", 1.0), ("gemma", 0.0))[seed % 4]
+    return (dy, x, w, _rstd_fp32(x, 1e-6)), {"offset": offset, "casting": casting}
+
+
+def _ex_ln_bwd(seed, dtype, family, rows, cols):
+    """dy, x, w and the forward's statistics: mean and rstd = rsqrt(var + eps) of the same x
+    (two-pass variance) in float64, rounded once to x's format, as the forward stores them."""
+    x = fill((rows, cols), family, seed, dtype=dtype)
+    w = (fill((cols,), "normal", seed + 1, dtype=torch.float32) * 0.1 + 1.0).to(dtype)
+    dy = fill((rows, cols), family, seed + 2, dtype=dtype)
+    xd = x.double()
+    mu = xd.mean(-1)
+    var = ((xd - mu[:, None]) ** 2).mean(-1)
+    return (dy, x, w, mu.to(dtype), torch.rsqrt(var + 1e-5).to(dtype)), {}
+
+
+# ---------------------------------------------------------------------------------- registration
+
+_register(Operator(
+    "rms_norm_backward", "liger", rms_norm_backward, {
+        "correct": _K + "rms_norm:rms_norm_backward",
+        "one_program": _K + "rms_norm_backward:rms_norm_backward_one_program",
+        "two_row_tiles": _K + "rms_norm_backward:rms_norm_backward_two_row_tiles"},
+    _ex_rms_bwd, backward=True,
+    domain=Domain(params={"casting": ("llama", "gemma"), "offset": (0.0, 1.0)}),
+    faulty={"bf16_dw_sum": _K + "rms_norm_backward:rms_norm_backward_bf16_dw"}))
+
+_register(Operator(
+    "layer_norm_backward", "liger", layer_norm_backward, {
+        "correct": _K + "layer_norm_backward:layer_norm_backward",
+        "one_program": _K + "layer_norm_backward:layer_norm_backward_one_program",
+        "chunked": _K + "layer_norm_backward:layer_norm_backward_chunked"},
+    _ex_ln_bwd, backward=True,
+    faulty={"fp16_as_bf16": _K + "layer_norm_backward:layer_norm_backward_fp16_as_bf16"}))
+
+for _fwd in ("rms_norm", "layer_norm"):
+    if _fwd in REGISTRY:
+        REGISTRY[_fwd].backward = True
