@@ -20,6 +20,7 @@ _K = "numoracle.operators.kernels."
 LOG2E = 1.4426950408889634
 SQRT_2_OVER_PI = 0.7978845608028654
 GELU_CUBIC = 0.044715
+GELU_CUBIC_3 = 0.134145      # 3 x 0.044715, one constant as the kernel folds it
 
 
 # ---------------------------------------------------------------------------------- references
@@ -71,6 +72,36 @@ def layer_norm_backward(dy, x, w, mean, rstd):
     return dx.to(x.format), _host_sum(dyf * xhat).to(w.format), _host_sum(dyf).to(w.format)
 
 
+@no.reference
+def swiglu_backward(dc, a, b):
+    """Liger SwiGLU backward: outputs (da in a's format, db in b's).  σ = sigmoid(a) and
+    silu = a·σ recomputed in fp32; db = dc·silu; da = dc·(silu·(1 − σ) + σ)·b left to right;
+    dc and b enter the fp32 products by promotion (an exact widening)."""
+    af = a.to(fp32)
+    sig = no.sigmoid(af)
+    silu = af * sig
+    dcf = dc.to(fp32)
+    db = dcf * silu
+    da = dcf * (silu * (1.0 - sig) + sig) * b.to(fp32)
+    return da.to(a.format), db.to(b.format)
+
+
+@no.reference
+def geglu_backward(dc, a, b):
+    """Liger GeGLU (tanh) backward, the corrected form: gelu(a) in fp32 rounded to dc's format
+    and back before db = dc·gelu; da = (dc·b in the input format)·(term1 + term2) with the
+    tanh-gelu derivative in fp32; outputs (da in a's format, db in b's)."""
+    af = a.to(fp32)
+    z = SQRT_2_OVER_PI * (af + GELU_CUBIC * (af * af * af))
+    t = no.tanh(z)
+    g = (0.5 * af * (1.0 + t)).to(dc.format).to(fp32)
+    db = dc.to(fp32) * g
+    term1 = 0.5 * (1.0 + t)
+    term2 = 0.5 * af * (1.0 - t * t) * (SQRT_2_OVER_PI * (1.0 + GELU_CUBIC_3 * af * af))
+    da = (dc * b) * (term1 + term2)
+    return da.to(a.format), db.to(b.format)
+
+
 # ---------------------------------------------------------------------------------- examples
 
 def _rstd_fp32(x, eps):
@@ -100,6 +131,11 @@ def _ex_ln_bwd(seed, dtype, family, rows, cols):
     return (dy, x, w, mu.to(dtype), torch.rsqrt(var + 1e-5).to(dtype)), {}
 
 
+def _ex_glu_bwd(seed, dtype, family, rows, cols):
+    """dc, a, b: the upstream gradient and the forward's two inputs, each drawn from ``family``."""
+    return tuple(fill((rows, cols), family, seed + k, dtype=dtype) for k in (0, 7, 13)), {}
+
+
 # ---------------------------------------------------------------------------------- registration
 
 _register(Operator(
@@ -119,6 +155,21 @@ _register(Operator(
     _ex_ln_bwd, backward=True,
     faulty={"fp16_as_bf16": _K + "layer_norm_backward:layer_norm_backward_fp16_as_bf16"}))
 
-for _fwd in ("rms_norm", "layer_norm"):
+_register(Operator(
+    "swiglu_backward", "liger", swiglu_backward, {
+        "correct": _K + "swiglu_backward:swiglu_backward",
+        "explicit_sigmoid": _K + "swiglu_backward:swiglu_backward_explicit_sigmoid",
+        "flat": _K + "swiglu_backward:swiglu_backward_flat"},
+    _ex_glu_bwd, backward=True))
+
+_register(Operator(
+    "geglu_backward", "liger", geglu_backward, {
+        "correct": _K + "geglu_backward:geglu_backward",
+        "chunked": _K + "geglu_backward:geglu_backward_chunked",
+        "flat": _K + "geglu_backward:geglu_backward_flat"},
+    _ex_glu_bwd, backward=True,
+    faulty={"unrounded_gelu": _K + "geglu_backward:geglu_backward_unrounded_gelu"}))
+
+for _fwd in ("rms_norm", "layer_norm", "swiglu", "geglu"):
     if _fwd in REGISTRY:
         REGISTRY[_fwd].backward = True
