@@ -130,6 +130,17 @@ def add_private(f: Form, entry: Entry, condensed: bool) -> Form:
     return Form(f.shared, private, det)
 
 
+def masked(f: Form, keep: Tensor) -> Form:
+    """The form with every term zeroed where ``keep`` is false (elements whose
+    value became exactly known)."""
+    k = keep.to(torch.float64)
+    return Form(
+        {key: Term(t.coef * k, t.s) for key, t in f.shared.items()},
+        [Entry(e.abs * k, e.var * k, e.prov, e.label) for e in f.private],
+        {key: v * k for key, v in f.det.items()},
+    )
+
+
 def fixed_radius(f: Form, like: Tensor) -> Tensor:
     """Worst-case radius: sum |a_s| + P_abs + |d| (DESIGN §4.2, fixed-input)."""
     r = torch.zeros_like(like, dtype=torch.float64)

@@ -269,7 +269,29 @@ class Tracked:
         fmt = _fmt_arg(fmt)
         if _subset(self.repr_fmt, fmt):
             return Tracked(self.c, fmt, self.form, self.ctx, repr_fmt=self.repr_fmt, taint=self.taint)
-        return self._round(fmt, f"round to {fmt} (.to)")
+        return self._round(fmt, f"round to {fmt} (.to)")._settle(self)
+
+    def _settle(self, src: "Tracked") -> "Tracked":
+        """A cast whose whole enclosure rounds to one value of its format has
+        that value exactly: no error term remains for those elements.  Only
+        explicit casts settle (a rounded product may be contracted into an
+        FMA and skip its rounding); the enclosure is the fixed-input one, so
+        this holds in both modes."""
+        fmt = self.fmt
+        R = src.radius()
+        lo, hi = src.c - R, src.c + R
+        ok = torch.isfinite(R) & (torch.maximum(lo.abs(), hi.abs()) <= fmt.max_finite)
+        ok &= torch.minimum(lo.abs(), hi.abs()) >= fmt.min_normal
+        if self.taint is not None:
+            ok &= ~self.taint
+        if not bool(ok.any()):
+            return self
+        decided = ok & (F.round(lo, fmt) == F.round(hi, fmt))
+        if not bool(decided.any()):
+            return self
+        c = torch.where(decided, F.round(src.c, fmt), self.c)
+        return Tracked(c, fmt, FM.masked(self.form, ~decided), self.ctx, repr_fmt=self.repr_fmt,
+                       taint=self.taint, pre=self.pre)
 
     # ---- broadcasting: private errors reused by many elements become shared symbols
     def _promoted(self, out_shape) -> "Tracked":

@@ -125,10 +125,14 @@ def _register(op: Operator) -> None:
 
 _register(Operator("rms_norm", "liger", R.rms_norm, {
     "correct": _K + "rms_norm:rms_norm", "1oversqrt": _K + "rms_norm:rms_norm_1oversqrt",
-    "two_rows": _K + "rms_norm:rms_norm_two_rows", "chunked": _K + "rms_norm:rms_norm_chunked"}, _ex_rms))
+    "two_rows": _K + "rms_norm:rms_norm_two_rows", "chunked": _K + "rms_norm:rms_norm_chunked"}, _ex_rms,
+    domain=Domain(params={"casting": ("llama", "gemma", "none"), "offset": (0.0, 1.0)}),
+    faulty={"offset_dropped": _K + "faulty_forward:rms_norm_offset_dropped",
+            "unrounded_multiply": _K + "faulty_forward:rms_norm_unrounded_multiply"}))
 _register(Operator("layer_norm", "liger", R.layer_norm_fwd, {
     "correct": _K + "layer_norm:layer_norm", "1oversqrt": _K + "layer_norm:layer_norm_1oversqrt",
-    "chunked": _K + "layer_norm:layer_norm_chunked"}, _ex_ln))
+    "chunked": _K + "layer_norm:layer_norm_chunked"}, _ex_ln,
+    faulty={"padded_variance": _K + "faulty_forward:layer_norm_padded_variance"}))
 _register(Operator("softmax", "liger", R.softmax, {
     "correct": _K + "softmax:softmax", "exp2": _K + "softmax:softmax_exp2"}, _ex_x))
 _register(Operator("swiglu", "liger", R.swiglu, {
@@ -142,7 +146,9 @@ _register(Operator("geglu", "liger", R.geglu, {"correct": _K + "geglu:geglu"}, _
 _register(Operator("cross_entropy", "liger", R.cross_entropy, {
     "correct": _K + "cross_entropy:cross_entropy:0",
     "two_pass": _K + "cross_entropy:cross_entropy_two_pass:0"}, _ex_ce,
-    domain=Domain(params={"reduction": ("mean", "sum", "none")})))
+    domain=Domain(params={"reduction": ("mean", "sum", "none")}),
+    faulty={"always_divides": _K + "faulty_forward:cross_entropy_always_divides:0",
+            "storage_format": _K + "faulty_forward:cross_entropy_storage_format:0"}))
 
 
 # Further operators register themselves from their own modules (one per source
