@@ -102,6 +102,27 @@ def geglu_backward(dc, a, b):
     return da.to(a.format), db.to(b.format)
 
 
+@no.reference
+def cross_entropy_backward(logits, labels, grad_output, *, ignore_index=-100, reduction="mean"):
+    """Liger CE gradient with respect to the logits, times grad_output (no smoothing, z-loss or
+    softcap).  p = exp2((x − m)·log2e)/d in fp32 (m the row max, d the row sum); at the label
+    p − 1 in fp32 (the corrected change pair 1); / the non-ignored count for "mean" only, never
+    0 (change pair 8); ignored rows 0; rounded to the logits' format (written over the logits);
+    then widened, × grad_output (per row for "none", change pair 9) in fp32 and rounded again."""
+    xf = logits.to(fp32)
+    m = no.max(xf, axis=-1, keepdims=True)
+    e = no.exp2((xf - m) * LOG2E)
+    p = e / no.sum(e, axis=-1, keepdims=True)
+    classes = torch.arange(xf.shape[-1], device=labels.device)
+    g = no.where(classes[None, :] == labels[:, None], p - 1.0, p)
+    keep = labels != ignore_index
+    if reduction == "mean":
+        g = g / float(max(int(keep.sum()), 1))
+    g = no.where(keep[:, None], g, 0.0).to(logits.format)
+    go = grad_output.to(fp32).reshape(-1, 1)
+    return (g.to(fp32) * go).to(logits.format)
+
+
 # ---------------------------------------------------------------------------------- examples
 
 def _rstd_fp32(x, eps):
@@ -134,6 +155,34 @@ def _ex_ln_bwd(seed, dtype, family, rows, cols):
 def _ex_glu_bwd(seed, dtype, family, rows, cols):
     """dc, a, b: the upstream gradient and the forward's two inputs, each drawn from ``family``."""
     return tuple(fill((rows, cols), family, seed + k, dtype=dtype) for k in (0, 7, 13)), {}
+
+
+def _ex_ce_bwd(seed, dtype, family, rows, cols):
+    """logits from ``family``; labels uniform over the classes, except that about 20% of the
+    rows are ignored (-100) and about 30% are confident (label = the row's argmax, raised by a
+    margin of 0, 2, 4 or 7 so that softmax at the label approaches 1); grad_output one value for "mean"/"sum" (1.0 on even seeds, else
+    drawn) and one per row for "none"; the reduction cycles with the seed."""
+    logits = fill((rows, cols), family, seed, dtype=dtype)
+    gen = torch.Generator().manual_seed(seed)
+    labels = torch.randint(0, cols, (rows,), generator=gen)
+    u = torch.rand(rows, generator=gen)
+    top = logits.float().argmax(-1)
+    labels = torch.where(u < 0.5, top, labels)
+    # confident rows: the label's logit raised 0, 2, 4 or 7 above the row max (p up to ~0.99)
+    margin = torch.tensor((0.0, 2.0, 4.0, 7.0))[torch.randint(0, 4, (rows,), generator=gen)]
+    lf = logits.float()
+    rows_idx = torch.arange(rows)
+    lf[rows_idx, top] = torch.where(u < 0.5, lf[rows_idx, top] + margin, lf[rows_idx, top])
+    logits = lf.to(dtype)
+    labels = torch.where(u < 0.2, torch.full_like(labels, -100), labels)
+    reduction = ("mean", "sum", "none")[seed % 3]
+    if reduction == "none":
+        go = fill((rows,), "normal", seed + 3, dtype=dtype)
+    elif seed % 2 == 0:
+        go = torch.ones((), dtype=dtype)
+    else:
+        go = fill((1,), "normal", seed + 3, dtype=dtype).reshape(())
+    return (logits, labels, go), {"ignore_index": -100, "reduction": reduction}
 
 
 # ---------------------------------------------------------------------------------- registration
@@ -170,6 +219,16 @@ _register(Operator(
     _ex_glu_bwd, backward=True,
     faulty={"unrounded_gelu": _K + "geglu_backward:geglu_backward_unrounded_gelu"}))
 
-for _fwd in ("rms_norm", "layer_norm", "swiglu", "geglu"):
+_register(Operator(
+    "cross_entropy_backward", "liger", cross_entropy_backward, {
+        "correct": _K + "cross_entropy_backward:cross_entropy_backward",
+        "two_pass": _K + "cross_entropy_backward:cross_entropy_backward_two_pass",
+        "one_warp": _K + "cross_entropy_backward:cross_entropy_backward_one_warp"},
+    _ex_ce_bwd, backward=True,
+    domain=Domain(params={"reduction": ("mean", "sum", "none"), "ignore_index": (-100,)}),
+    faulty={"rounded_label_grad": _K + "cross_entropy_backward:cross_entropy_backward_rounded_label",
+            "row0_grad_output": _K + "cross_entropy_backward:cross_entropy_backward_row0_scale"}))
+
+for _fwd in ("rms_norm", "layer_norm", "swiglu", "geglu", "cross_entropy"):
     if _fwd in REGISTRY:
         REGISTRY[_fwd].backward = True
