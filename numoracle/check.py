@@ -4,6 +4,7 @@ judge the stored outputs (DESIGN §2 data flow)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -15,6 +16,7 @@ from .calculus.tracked import Context, Tracked
 from .certificates import Certificate
 from .errors import InvalidArgument, OracleViolation, Uncertified
 from .mathlib import load as load_profile
+from .oracles import quantizer as QZ
 from .oracles import rounding_interval as RI
 from .reference import Reference, reference
 from .region import MODES, region_of
@@ -108,11 +110,11 @@ def check(program, outputs, inputs, params=None, *, mode="statistical", backend=
             f"{program.name} returns {len(refs)} output(s) but {len(kernel_outs)} were given; pass "
             f"outputs in the order the reference returns them.")
     for j, r in enumerate(refs):
-        if not isinstance(r, Tracked):
+        if not isinstance(r, Tracked) and not QZ.is_quant_output(r):
             raise InvalidArgument(f"{program.name} returned a {type(r).__name__} as output {j}; a reference "
                                   f"program must return tracked tensors derived from its inputs.")
     n_total = sum(r.c.numel() for r in refs)
-    judgements = []
+    judgements, decoded, names = [], [], []
     for j, (r, y) in enumerate(zip(refs, kernel_outs)):
         name = f"out{j}" if len(refs) > 1 else "y"
         fmt = r.fmt
@@ -133,8 +135,18 @@ def check(program, outputs, inputs, params=None, *, mode="statistical", backend=
         yv = F.decode(y, fmt)
         if yv.device != r.c.device:
             yv = yv.to(r.c.device)
+        decoded.append(yv)
+        names.append(name)
+        if QZ.is_quant_output(r):
+            judgements.append(None)     # judged below in two steps, once its group's scales are decoded
+            continue
         reg = region_of(r, n_total, p)
         judgements.append(_judge(name, reg, yv, mode))
+    if any(o is None for o in judgements):
+        for j, o in QZ.judge(refs, decoded, names).items():
+            judgements[j] = o
+        assumptions = dataclasses.replace(
+            assumptions, implementation=tuple(assumptions.implementation) + QZ.Q.ASSUMPTIONS)
     cert = Certificate(ctx.sites, inputs=policy)
     status = _status(judgements)
     v = Verdict(status, program.name, mode, p, judgements, cert, assumptions)

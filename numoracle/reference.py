@@ -19,7 +19,7 @@ __all__ = [
     "reference", "Reference", "sum", "mean", "max", "min", "logsumexp", "matmul",
     "where", "maximum", "minimum", "clamp", "gather", "cat",
     "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh", "erf",
-    "sin", "cos", "reciprocal", "div", "div_rn",
+    "sin", "cos", "reciprocal", "div", "div_rn", "quantize_group",
 ]
 
 
@@ -176,3 +176,21 @@ def div(a, b):
 def div_rn(a, b):
     """tl.math.div_rn: a correctly rounded division."""
     return _impl(_first(a, b)).div_rn(a, b)
+
+
+# ---- block-scaled quantizers (DESIGN §4.5)
+def quantize_group(x, group, fmt="e4m3fn", scale_rule="fp32", *, fmax=None, eps=1e-10):
+    """Per-token-group quantization of fp32 ``x`` along its last axis: returns
+    an object with ``.codes`` and ``.scales`` (outputs judged in two steps:
+    admissible scale, then codes conditioned on the kernel's stored scale) and
+    ``.dequantized`` (codes·scale as a tracked value carrying the quantization
+    error, for a computation downstream of the quantizer).  ``scale_rule`` is
+    "fp32" (max(amax, eps)/fmax) or "ue8m0" (2^ceil(log2(max(amax/fmax, eps))));
+    ``fmax`` defaults to 448 for e4m3fn and 224 for e4m3fnuz (vLLM)."""
+    from .calculus.tracked import Tracked
+    if not isinstance(x, Tracked):
+        _impl(x)   # raises the usual message for non-tracked values
+        raise InvalidArgument("quantize_group runs under numoracle.check (the error calculus); the "
+                              "emulator has no quantizer yet.")
+    from .calculus.quant import quantize_group as qg
+    return qg(x, group, fmt, scale_rule, fmax=fmax, eps=eps)

@@ -25,6 +25,8 @@ class OutputJudgement:
     uncertified: torch.Tensor
     special: torch.Tensor     # rejected because of NaN/inf where a finite value is certain
     fixed_rejected: torch.Tensor
+    # optional: flat index -> extra explanation lines (quantizer outputs name their group, scale, interval)
+    detail: object = field(default=None, repr=False)
 
     @property
     def numel(self) -> int:
@@ -100,7 +102,13 @@ class Verdict:
 
     def explain(self) -> str:
         from .explain import explain
-        return explain(self)
+        text = explain(self)
+        w = self.worst()
+        if w is None or w[0].detail is None:
+            return text
+        lines = text.split("\n")
+        at = next((k for k, line in enumerate(lines) if line.startswith("Assumptions:")), len(lines))
+        return "\n".join(lines[:at] + list(w[0].detail(w[1])) + lines[at:])
 
     def __str__(self):
         return self.explain()

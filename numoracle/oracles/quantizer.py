@@ -1,0 +1,133 @@
+"""The two-step check of block-scaled quantizer outputs (DESIGN §4.5).
+
+1. **Admissible scale**: each group's stored scale must lie in the interval of
+   scales a correct kernel can produce from the enclosure of the group's amax
+   (``calculus.quant.admissible_scales``), and be a power of two under UE8M0.
+2. **Codes conditioned on the stored scale**: with the kernel's own scale S of
+   its group, each code must lie in ``[RN(clamp(lo)), RN(clamp(hi))]`` where
+   [lo, hi] encloses fl32(x / S) (the rounding-interval check of §4.3 with the
+   fp32 division accounted for before the fp8 rounding, ties to even,
+   saturation at ±fmax).  A group whose stored scale is not a finite positive
+   number has its codes left unjudged (uncertified); its scale is rejected.
+
+Both steps are exact and worst-case, so the statistical and fixed-input modes
+agree on quantizer outputs.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import formats as F
+from ..calculus import quant as Q
+from ..errors import InvalidArgument
+from ..verdict import OutputJudgement
+
+
+def is_quant_output(r) -> bool:
+    return isinstance(r, Q.QuantOutput)
+
+
+def _num(x: float) -> str:
+    return f"{x:.9g}"
+
+
+def _group_text(shape, group: int, flat_group: int) -> str:
+    idx = tuple(int(k) for k in torch.unravel_index(torch.tensor(flat_group), shape)) if len(shape) else ()
+    lead, g = idx[:-1], idx[-1]
+    where = f"row {', '.join(map(str, lead))}, " if lead else ""
+    return f"group ({where}columns {g * group}..{(g + 1) * group - 1})"
+
+
+def judge(refs, decoded, names) -> dict:
+    """OutputJudgements for every quantizer output among ``refs`` (index ->
+    judgement).  ``decoded``: the kernel outputs' exact float64 values."""
+    out = {}
+    sites = {}
+    for j, r in enumerate(refs):
+        if is_quant_output(r):
+            sites.setdefault(id(r.quantizer), {})[r.kind] = j
+    for idx in sites.values():
+        q = refs[next(iter(idx.values()))].quantizer
+        if "scales" not in idx:
+            raise InvalidArgument(
+                f"a reference program returns a quantizer's codes without its scales; the codes can only "
+                f"be judged conditioned on the kernel's stored scales: return both (q.codes, q.scales).")
+        js = idx["scales"]
+        S = decoded[js]
+        out[js] = _judge_scales(names[js], q, S)
+        if "codes" in idx:
+            jc = idx["codes"]
+            out[jc] = _judge_codes(names[jc], q, decoded[jc], S)
+    return out
+
+
+def _judge_scales(name, q: Q.Quantizer, S: torch.Tensor) -> OutputJudgement:
+    lo, hi, pow2 = q.scales()
+    ideal = q.ideal_scales()
+    ok = (S >= lo) & (S <= hi) & torch.isfinite(S)
+    if pow2:
+        ok = ok & Q._is_pow2(S)
+    unc = torch.zeros_like(ok) if q.x.taint is None else \
+        Q.groups_of(q.x.taint.expand(q.x.c.shape), q.group).any(-1)
+    rejected = ~ok & ~unc
+    special = ~torch.isfinite(S) & ~unc
+    j = OutputJudgement(name, F.fp32, S, ideal, lo, hi, lo, hi, rejected, unc, special, rejected)
+    amax_lo, amax_hi = q.amax_enclosure()
+
+    def detail(i: int) -> list:
+        g = _group_text(tuple(S.shape), q.group, i)
+        a_lo, a_hi = float(amax_lo.reshape(-1)[i]), float(amax_hi.reshape(-1)[i])
+        amax = _num(a_lo) if a_lo == a_hi else f"[{_num(a_lo)}, {_num(a_hi)}]"
+        rule = {"fp32": f"max(amax, {q.eps:g}) / {q.fmax:g} in fp32",
+                "ue8m0": f"2^ceil(log2(max(amax / {q.fmax:g}, {q.eps:g}))) (UE8M0)"}[q.rule]
+        s = float(S.reshape(-1)[i])
+        lines = [f"  quantizer = {q.fmt} per group of {q.group}, scale = {rule}",
+                 f"  {g}: amax = {amax}",
+                 f"  scale     = {_num(s)} stored; admissible [{_num(float(lo.reshape(-1)[i]))}, "
+                 f"{_num(float(hi.reshape(-1)[i]))}]{' (powers of two)' if pow2 else ''}"]
+        if bool(rejected.reshape(-1)[i]):
+            if pow2 and not bool(Q._is_pow2(S.reshape(-1)[i:i + 1])[0]) and s == s:
+                lines.append("  the stored scale is not a power of two")
+            else:
+                lines.append(f"  the stored scale is {s / float(ideal.reshape(-1)[i]):.6g}x the reference scale")
+        return lines
+
+    j.detail = detail
+    return j
+
+
+def _judge_codes(name, q: Q.Quantizer, y: torch.Tensor, S: torch.Tensor) -> OutputJudgement:
+    prof = q.x.ctx.profile
+    s_el = Q.per_element(S, q.group)
+    valid = torch.isfinite(s_el) & (s_el > 0)
+    safe = torch.where(valid, s_el, torch.ones_like(s_el))
+    R = q.x.radius().expand(q.x.c.shape)
+    x_lo, x_hi = q.x.c - R, q.x.c + R
+    t_lo, t_hi, q_lo, q_hi = Q.code_bounds(x_lo, x_hi, safe, q.fmt, q.fmax, prof)
+    centre = (q.x.c / safe).clamp(-q.fmax, q.fmax)
+    ok = (y >= q_lo) & (y <= q_hi)
+    unc = ~valid
+    if q.x.taint is not None:
+        unc = unc | q.x.taint.expand(y.shape)
+    rejected = ~ok & ~unc
+    special = ~torch.isfinite(y) & ~unc
+    j = OutputJudgement(name, q.fmt, y, centre, t_lo, t_hi, q_lo, q_hi, rejected, unc, special, rejected)
+
+    def detail(i: int) -> list:
+        K = y.shape[-1]
+        gshape = tuple(S.shape)
+        flat_group = (i // K) * gshape[-1] + (i % K) // q.group if len(gshape) else 0
+        g = _group_text(gshape, q.group, flat_group)
+        s = float(s_el.reshape(-1)[i])
+        x = float(q.x.c.reshape(-1)[i])
+        lines = [f"  quantizer = {q.fmt} per group of {q.group}, codes RN-even, saturating at ±{q.fmax:g}",
+                 f"  {g}: kernel scale = {_num(s)} (the code is judged conditioned on it)",
+                 f"  x = {_num(x)}, x/scale in [{_num(float(t_lo.reshape(-1)[i]))}, "
+                 f"{_num(float(t_hi.reshape(-1)[i]))}] after the fp32 division and clamp"]
+        if not bool(valid.reshape(-1)[i]):
+            lines.append("  the group's stored scale is not a finite positive number: its codes are not judged")
+        return lines
+
+    j.detail = detail
+    return j
