@@ -98,9 +98,9 @@ def main(argv=None):
             r["seconds"] = round(time.time() - t, 1)
             entry["kernels"][kname] = r
             bad |= any(r["counts"][m]["reject"] for m in MODES) or r["errors"] > 0
+            c = r["counts"]
             print(f"{name:24s} {kname:18s} " + "  ".join(
-                f"{m[:4]} a/r/u {r['counts'][m]['accept']}/{r['counts'][m]['reject']}/{r['counts'][m]['uncertified']}"
-                for m in MODES) + f"  errors {r['errors']}  {r['seconds']}s  unc {r['uncertified_sites']}",
+                f"{m[:4]} a/r/u {c[m]['accept']}/{c[m]['reject']}/{c[m]['uncertified']}" for m in MODES) + f"  errors {r['errors']}  {r['seconds']}s  unc {r['uncertified_sites']}",
                 flush=True)
         if not a.no_faulty:
             for fname in op.faulty:

@@ -126,7 +126,8 @@ def test_cross_entropy_backward_all_ignored_rows_give_zero():
         params = dict(p, reduction=red)
         g = op.kernels["correct"](x, y, go, **params)
         assert bool((g == 0).all()) and not bool(torch.isnan(g).any())
-        assert all(v.status == "accept" for v in _verdicts(op, op.kernels["correct"], (x, y, go), params).values())
+        verdicts = _verdicts(op, op.kernels["correct"], (x, y, go), params)
+        assert all(v.status == "accept" for v in verdicts.values())
 
 
 # ---------------------------------------------------------------- correct kernels are accepted

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 import numoracle as no
+from numoracle.errors import InvalidArgument
 from numoracle.formats import fp32
 from numoracle.operators import REGISTRY, Domain, Operator, _register
 from numoracle.strategies.families import fill
@@ -38,6 +39,10 @@ def rms_norm_backward(dy, x, w, rstd, *, offset=0.0, casting="llama"):
     w_eff = offset + w in w's format (llama) or in fp32 (gemma); c = sum(m·x)/n;
     dx = rstd·m − (rstd·rstd·rstd·c)·x in fp32; dW = host sum of dy·x̂, x̂ = x·rstd rounded to
     x's format first for llama (the value the forward multiplied w by)."""
+    if casting not in ("llama", "gemma"):
+        raise InvalidArgument(f"rms_norm_backward models casting='llama' or 'gemma', got "
+                              f"casting={casting!r} (the 'none' mode keeps rstd in x's format and "
+                              f"has no backward plan here).")
     xf, dyf = x.to(fp32), dy.to(fp32)
     r = rstd.to(fp32).unsqueeze(-1)
     if casting == "gemma":
@@ -160,8 +165,9 @@ def _ex_glu_bwd(seed, dtype, family, rows, cols):
 def _ex_ce_bwd(seed, dtype, family, rows, cols):
     """logits from ``family``; labels uniform over the classes, except that about 20% of the
     rows are ignored (-100) and about 30% are confident (label = the row's argmax, raised by a
-    margin of 0, 2, 4 or 7 so that softmax at the label approaches 1); grad_output one value for "mean"/"sum" (1.0 on even seeds, else
-    drawn) and one per row for "none"; the reduction cycles with the seed."""
+    margin of 0, 2, 4 or 7 so that softmax at the label approaches 1); grad_output one value
+    for "mean"/"sum" (1.0 on even seeds, else drawn) and one per row for "none"; the reduction
+    cycles with the seed."""
     logits = fill((rows, cols), family, seed, dtype=dtype)
     gen = torch.Generator().manual_seed(seed)
     labels = torch.randint(0, cols, (rows,), generator=gen)
