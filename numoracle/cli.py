@@ -8,7 +8,6 @@ import importlib
 import importlib.util
 import json
 import sys
-import time
 
 from .errors import InvalidArgument, NumoracleError
 
@@ -20,21 +19,7 @@ SUBCOMMANDS = {
     "stress-tolerances": ("numoracle.stress", "search (atol, rtol) configurations for false alarms and misses"),
 }
 
-FAMILIES_DEFAULT = ("normal", "shifted_mean", "heavy_tailed", "scaled", "constant_rows", "pow2_grid")
-
-
-def _kernel(op, spec: str):
-    if ":" in spec:
-        mod, _, fn = spec.partition(":")
-        try:
-            return getattr(importlib.import_module(mod), fn)
-        except (ImportError, AttributeError) as exc:
-            raise InvalidArgument(f"--kernel {spec!r}: cannot import it ({exc}); expected "
-                                  f"package.module:function importable from the current directory.") from None
-    if spec not in op.kernel_specs:
-        raise InvalidArgument(f"--kernel {spec!r}: {op.name} has kernels {sorted(op.kernel_specs)}; "
-                              f"or give package.module:function for your own.")
-    return op.kernels[spec]
+STATUS_COLUMNS = ("cases", "accept", "reject", "statistical_only", "uncertified", "error", "nan", "timeout")
 
 
 def cmd_ops(args) -> int:
@@ -49,54 +34,136 @@ def cmd_ops(args) -> int:
     return 0
 
 
-def cmd_check(args) -> int:
-    import torch
+def _budget(args):
+    if args.seconds is not None and args.minutes is not None:
+        raise InvalidArgument("give --seconds or --minutes, not both.")
+    if args.minutes is not None:
+        return 60.0 * args.minutes
+    return args.seconds
 
-    from . import backends, operators
-    from .check import check
-    backend = backends.select(args.backend)
-    dev = backends.device(backend)
+
+def _groups(args):
+    if not args.shift:
+        return None
+    from .strategies import GROUPS
+    names = [g for s in args.shift for g in s.split(",") if g]
+    bad = [g for g in names if g not in GROUPS]
+    if bad:
+        raise InvalidArgument(f"--shift {','.join(bad)}: unknown input-shift group; expected one of {list(GROUPS)}.")
+    return names
+
+
+def _formats(args, op):
+    if args.dtype is None:
+        return None
+    from . import formats as F
+    name = F.by_name(args.dtype).name
+    if name not in op.domain.formats:
+        raise InvalidArgument(f"--dtype {args.dtype}: {op.name} is defined on {list(op.domain.formats)}.")
+    return [name]
+
+
+def _run(args, *, command: str) -> int:
+    from . import operators
+    from .runner import fuzz
+    from .strategies import cases, explicit_cases
     op = operators.get(args.op)
-    kernel = _kernel(op, args.kernel)
-    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-    results, t0 = [], time.time()
-    counts = {"accept": 0, "reject": 0, "uncertified": 0, "error": 0}
-    worst = None
-    for i in range(args.examples):
-        seed = args.seed + i
-        fam = FAMILIES_DEFAULT[i % len(FAMILIES_DEFAULT)]
-        dt = dtypes[args.dtype]
-        inputs, params = op.example(seed, dtype=dt, family=fam, rows=args.rows, cols=args.cols)
-        inputs = tuple(t.to(dev) for t in inputs)
-        try:
-            outs = kernel(*[t.clone() for t in inputs], **params)
-        except Exception as exc:  # a kernel failure is an outcome, not the end of the run
-            counts["error"] += 1
-            results.append({"seed": seed, "family": fam, "status": "error", "error": repr(exc)[:300]})
-            continue
-        v = check(op.reference, outs, inputs, params, mode=args.mode, backend=backend)
-        counts[v.status] += 1
-        results.append({"seed": seed, "family": fam, "status": v.status, "rejected": v.n_rejected,
-                        "uncertified": v.n_uncertified, "confirmation": v.confirmation})
-        if v.status == "reject" and worst is None:
-            worst = v
-        if not args.json:
-            print(f"  case {i + 1:3d}/{args.examples}  {fam:14s} seed={seed:<6d} {v.status}"
-                  + (f" ({v.n_rejected} rejected, {v.confirmation})" if v.status == "reject" else "")
-                  + (f" ({v.n_uncertified} uncertified)" if v.n_uncertified else ""), flush=True)
-    elapsed = time.time() - t0
-    summary = {"op": op.name, "kernel": args.kernel, "backend": backend, "mode": args.mode,
-               "examples": args.examples, "counts": counts, "seconds": round(elapsed, 2), "cases": results}
-    if args.json:
-        print(json.dumps(summary, indent=2))
+    groups = _groups(args)
+    fmts = _formats(args, op)
+    seconds = _budget(args)
+    if args.examples is not None and args.examples < 0:
+        raise InvalidArgument(f"--examples {args.examples}: expected a count >= 0.")
+    if command == "check":
+        examples = 12 if args.examples is None else args.examples
+        max_rows, max_cols = args.max_rows or 8, args.max_cols or 256
+        explicit = explicit_cases(op, formats=fmts, groups=groups, rows=args.rows or 4, cols=args.cols or 96,
+                                  seed=args.seed)
+        database = None
     else:
-        print(f"{op.name} / {args.kernel} on {backend} ({args.mode}): {counts['accept']} accepted, "
-              f"{counts['reject']} rejected, {counts['uncertified']} uncertified, {counts['error']} kernel errors "
-              f"in {elapsed:.1f}s")
-        if worst is not None:
+        examples = 10**9 if args.examples is None else args.examples
+        if seconds is None and args.examples is None:
+            seconds = 60.0
+        max_rows, max_cols = args.max_rows, args.max_cols
+        explicit = ()
+        database = None if args.database == "none" else args.database
+    strategy = cases(op, formats=fmts, groups=groups, rows=args.rows, cols=args.cols,
+                     max_rows=None if args.rows else max_rows, max_cols=None if args.cols else max_cols)
+    corpus = None if args.no_save else args.corpus
+    res = fuzz(op, args.kernel, backend=args.backend, mode=args.mode, max_examples=max(examples, 1) if examples else 1,
+               seconds=seconds, strategy=strategy, explicit=explicit, seed=args.seed, database=database,
+               timeout=args.timeout, isolate=args.isolate, shrink=not args.no_shrink,
+               shrink_seconds=args.shrink_seconds, corpus=corpus, expect=args.expect,
+               progress=not args.json and not args.quiet)
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=2, default=str))
+        return res.exit_code()
+    _print_result(res)
+    return res.exit_code()
+
+
+def _print_result(res) -> None:
+    t = res.totals
+    print(f"{res.op} / {res.kernel} on {res.backend} ({res.mode}): {t.cases} cases in {res.elapsed:.1f}s "
+          f"({res.cases_per_second:.1f}/s) - {res.exit_reason}")
+    print(f"  {'group':16s}" + "".join(f"{c:>17s}" if c == "statistical_only" else f"{c:>12s}"
+                                        for c in STATUS_COLUMNS))
+    for g, s in sorted(res.groups.items()):
+        d = s.to_dict()
+        print(f"  {g:16s}" + "".join(f"{d[c]:>17d}" if c == "statistical_only" else f"{d[c]:>12d}"
+                                      for c in STATUS_COLUMNS))
+    for o in res.errors[:5]:
+        print(f"  {o.status}: {o.case!r}: {o.error or 'NaN/inf where the reference is finite'}")
+    for o in res.statistical_only[:3]:
+        print(f"  statistical-only (not a counterexample): {o.case!r}")
+    ce = res.counterexample
+    if ce is not None:
+        shape = " x ".join(str(list(x.shape)) for x in ce.inputs if hasattr(x, "shape"))
+        print()
+        print(f"Counterexample found by {res.shrunk_from!r}")
+        print(f"shrunk in {res.shrink_evaluations} evaluations ({res.shrink_seconds:.1f}s) to inputs {shape}, "
+              f"failure class {list(ce.failure_class) if ce.failure_class else None}")
+        print(ce.verdict.explain())
+        if res.saved:
+            print(f"Saved: {res.saved}")
+
+
+def cmd_check(args) -> int:
+    return _run(args, command="check")
+
+
+def cmd_fuzz(args) -> int:
+    return _run(args, command="fuzz")
+
+
+def cmd_replay(args) -> int:
+    from . import corpus
+    paths = corpus.find(args.paths)
+    if not paths:
+        raise InvalidArgument(f"no corpus cases under {args.paths}; expected directories holding case.json.")
+    results, reproduced = [], False
+    for p in paths:
+        r = corpus.replay(p, kernel=args.kernel, backend=args.backend)
+        reproduced |= r["reproduced"]
+        results.append(r)
+        if not args.json:
+            st = r["statuses"]
+            line = (f"{r['path']}: statistical {st.get('statistical', '-')}, fixed {st.get('fixed', '-')}"
+                    f" (saved: {r.get('saved_statuses', {}).get('statistical')}, "
+                    f"{r.get('saved_statuses', {}).get('fixed')}); {r.get('note', r.get('error'))}; "
+                    f"certificate {'holds' if r.get('certificate_holds') else 'fails'}"
+                    f"{'' if r.get('certificate_same', True) else ' (differs from the saved one)'}"
+                    f"{' - reject reproduced' if r['reproduced'] else ''}")
+            print(line)
+    if args.json:
+        print(json.dumps([{k: v for k, v in r.items() if k != "verdicts"} for r in results], indent=2))
+    else:
+        first = next((r for r in results if r["reproduced"]), None)
+        if first is not None and not args.brief:
+            v = first["verdicts"]["fixed"] if first["statuses"]["fixed"] == "reject" else \
+                first["verdicts"]["statistical"]
             print()
-            print(worst.explain())
-    return 1 if counts["reject"] or counts["error"] else 0
+            print(v.explain())
+    return 1 if reproduced else 0
 
 
 def _exists(module: str) -> bool:
@@ -106,36 +173,89 @@ def _exists(module: str) -> bool:
         return False
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _add_run_arguments(p, *, command: str) -> None:
+    p.add_argument("op", help="a registered operator (numoracle ops)")
+    p.add_argument("--kernel", default="correct",
+                   help="a registered kernel name (correct, a variant, faulty:NAME) or package.module:function "
+                        "importable from the current directory")
+    p.add_argument("--backend", default="interpreter", choices=("interpreter", "gpu", "auto"))
+    p.add_argument("--mode", default="statistical", choices=("statistical", "fixed"))
+    p.add_argument("--examples", type=int, default=None,
+                   help="cases Hypothesis draws (check: 12, after one case per input group; fuzz: unbounded)")
+    p.add_argument("--seconds", type=float, default=None, help="time budget of the search (fuzz: 60 by default)")
+    p.add_argument("--minutes", type=float, default=None, help="time budget in minutes")
+    p.add_argument("--seed", type=int, default=0 if command == "check" else None,
+                   help="seed of the search (check: 0; fuzz: random unless given)")
+    p.add_argument("--dtype", "--format", dest="dtype", default=None,
+                   help="restrict to one format of the operator's domain (default: drawn; check's group cases "
+                        "use the first)")
+    p.add_argument("--rows", type=int, default=None, help="fix the number of rows")
+    p.add_argument("--cols", type=int, default=None, help="fix the number of columns")
+    p.add_argument("--max-rows", type=int, default=None, help="cap drawn rows (check: 8)")
+    p.add_argument("--max-cols", type=int, default=None, help="cap drawn columns (check: 256)")
+    p.add_argument("--shift", action="append", default=None, metavar="GROUP",
+                   help="restrict to input-shift group(s) (repeat or comma-separate)")
+    p.add_argument("--corpus", default="corpora", help="where counterexamples are saved (default: corpora)")
+    p.add_argument("--no-save", action="store_true", help="do not save the counterexample")
+    p.add_argument("--expect", default="accept", choices=("accept", "reject"),
+                   help="what a replay of the saved case as a pytest item must give: 'accept' (a bug to fix) "
+                        "or 'reject' (an oracle regression case for a known-faulty kernel)")
+    p.add_argument("--timeout", type=float, default=60.0, help="per-case kernel time limit in seconds")
+    p.add_argument("--isolate", action="store_true",
+                   help="run the kernel in a worker process killed at the time limit (GPU hangs)")
+    p.add_argument("--no-shrink", action="store_true")
+    p.add_argument("--shrink-seconds", type=float, default=30.0)
+    if command == "fuzz":
+        p.add_argument("--database", default=".numoracle/hypothesis",
+                       help="Hypothesis example database directory (resumes long runs); 'none' to disable")
+    p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    p.add_argument("--json", action="store_true")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; ``only`` names the subcommand about to run (the other
+    SUBCOMMANDS modules are not imported)."""
     p = argparse.ArgumentParser(prog="numoracle", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     ops = sub.add_parser("ops", help="list the registered operators")
     ops.add_argument("--json", action="store_true")
     ops.set_defaults(func=cmd_ops)
-    ck = sub.add_parser("check", help="run an operator's kernel on generated inputs and judge every output")
-    ck.add_argument("op")
-    ck.add_argument("--kernel", default="correct", help="a registered kernel name or package.module:function")
-    ck.add_argument("--backend", default="interpreter", choices=("interpreter", "gpu", "auto"))
-    ck.add_argument("--mode", default="statistical", choices=("statistical", "fixed"))
-    ck.add_argument("--examples", type=int, default=12)
-    ck.add_argument("--seed", type=int, default=0)
-    ck.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32"))
-    ck.add_argument("--rows", type=int, default=4)
-    ck.add_argument("--cols", type=int, default=96)
-    ck.add_argument("--json", action="store_true")
+    ck = sub.add_parser("check", help="judge a kernel on one case per input group and 12 drawn cases; "
+                                      "shrink and save a counterexample")
+    _add_run_arguments(ck, command="check")
     ck.set_defaults(func=cmd_check)
+    fz = sub.add_parser("fuzz", help="search for counterexamples within a time budget; shrink and save the first")
+    _add_run_arguments(fz, command="fuzz")
+    fz.set_defaults(func=cmd_fuzz)
+    rp = sub.add_parser("replay", help="re-judge saved corpus cases in both modes (exit 1 if a reject reproduces)")
+    rp.add_argument("paths", nargs="+", metavar="PATH", help="case directories, case.json files or corpus directories")
+    rp.add_argument("--kernel", default=None,
+                    help="re-run this kernel (registered name or package.module:function) instead of the saved "
+                         "outputs; registered kernels named in case.json are re-run without it")
+    rp.add_argument("--backend", default=None, choices=("interpreter", "gpu", "auto"))
+    rp.add_argument("--brief", action="store_true", help="no explanation of the first reject")
+    rp.add_argument("--json", action="store_true")
+    rp.set_defaults(func=cmd_replay)
     for name, (module, help_) in SUBCOMMANDS.items():
         if not _exists(module):
             continue
-        mod = importlib.import_module(module)
         sp = sub.add_parser(name, help=help_)
+        if only is not None and name != only:
+            # not the subcommand being run: do not import it (its imports must not
+            # decide Triton's mode before the backend is chosen, nor break others)
+            sp.add_argument("rest", nargs=argparse.REMAINDER)
+            sp.set_defaults(func=lambda a, n=name: main([n, *a.rest]))
+            continue
+        mod = importlib.import_module(module)
         mod.add_arguments(sp)
         sp.set_defaults(func=mod.run)
     return p
 
 
 def main(argv=None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(only=first if first in SUBCOMMANDS else "")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:

@@ -1,7 +1,26 @@
-"""Hypothesis strategies and input-shift families (DESIGN §8)."""
+"""Hypothesis strategies and input-shift families (DESIGN §8).
 
+- ``floats(fmt)`` / ``bits(fmt)`` / ``values(fmt)``: elements of any numoracle
+  format (bf16, fp16, fp8 e4m3fn / e5m2 / e4m3fnuz, fp4 e2m1, e8m0, ...), every
+  representable value reachable;
+- ``cases(op, ...)``: whole cases of an operator (:class:`Case`), structure
+  drawn by Hypothesis, bulk filled from the seed;
+- ``fill``, ``FAMILIES``, ``GROUPS``, ``group``: the input families and the
+  named input-shift groups (``calibration`` first).
+"""
+
+from .cases import SPECIALS as SPECIALS
+from .cases import Case as Case
+from .cases import cases as cases
+from .cases import explicit_cases as explicit_cases
+from .elements import bits as bits
+from .elements import floats as floats
+from .elements import values as values
 from .families import FAMILIES as FAMILIES
 from .families import GROUPS as GROUPS
 from .families import Group as Group
 from .families import fill as fill
 from .families import group as group
+
+__all__ = ["Case", "cases", "explicit_cases", "SPECIALS", "floats", "bits", "values",
+           "FAMILIES", "GROUPS", "Group", "fill", "group"]

@@ -1,0 +1,24 @@
+"""The runner (DESIGN §9): case -> kernel on a backend -> reference -> verdict,
+with outcomes for kernels that raise, return NaN or hang, Hypothesis
+``target()`` toward the region's edge, per-group statistics, an exit reason,
+element-level shrinking and saving to a corpus."""
+
+from .engine import Progress as Progress
+from .engine import fuzz as fuzz
+from .execute import Isolated as Isolated
+from .execute import KernelTimeout as KernelTimeout
+from .execute import judge as judge
+from .execute import run_case as run_case
+from .kernels import resolve as resolve_kernel
+from .outcomes import EXIT_REASONS as EXIT_REASONS
+from .outcomes import STATUSES as STATUSES
+from .outcomes import GroupStats as GroupStats
+from .outcomes import Outcome as Outcome
+from .outcomes import RunResult as RunResult
+from .outcomes import boundary_score as boundary_score
+from .outcomes import failure_class as failure_class
+from .shrink import minimize as minimize
+
+__all__ = ["fuzz", "judge", "run_case", "resolve_kernel", "Isolated", "KernelTimeout", "Progress",
+           "Outcome", "RunResult", "GroupStats", "STATUSES", "EXIT_REASONS", "boundary_score",
+           "failure_class", "minimize"]

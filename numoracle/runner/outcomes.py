@@ -1,0 +1,197 @@
+"""What one case came to, and what a run came to.
+
+An outcome is one of ``STATUSES``: the verdict's three (a statistical reject
+the fixed-input mode does not confirm is ``statistical_only``, reported apart
+from counterexamples, DESIGN §4.2), or what went wrong with the kernel itself:
+``error`` (it raised, or returned outputs of the wrong structure), ``nan``
+(NaN/inf where the reference is certainly finite), ``timeout`` (no return
+within the per-case limit).  None of them ends a run.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+STATUSES = ("accept", "reject", "statistical_only", "uncertified", "error", "nan", "timeout")
+EXIT_REASONS = ("examples exhausted", "time budget", "first counterexample", "interrupted")
+
+
+@dataclass
+class Outcome:
+    status: str
+    case: object = None                 # strategies.Case (None for hand-made inputs)
+    verdict: object = None              # numoracle Verdict (None for error / timeout)
+    error: str | None = None
+    seconds: float = 0.0
+    score: float | None = None          # worst |kernel - centre| / half-width, the target() value
+    failure_class: tuple | None = None  # (output, kind, dominant site) of a reject
+    inputs: tuple = field(default=(), repr=False)
+    params: dict = field(default_factory=dict, repr=False)
+    outputs: object = field(default=None, repr=False)
+
+    @property
+    def is_counterexample(self) -> bool:
+        return self.status == "reject"
+
+    @property
+    def is_finding(self) -> bool:
+        return self.status in ("reject", "error", "nan", "timeout")
+
+    def summary(self) -> dict:
+        d = {"status": self.status, "seconds": round(self.seconds, 4)}
+        if self.case is not None:
+            d["case"] = self.case.to_dict()
+        if self.verdict is not None:
+            v = self.verdict
+            d.update(rejected=v.n_rejected, uncertified=v.n_uncertified, confirmation=v.confirmation)
+        if self.error:
+            d["error"] = self.error
+        if self.score is not None:
+            d["score"] = self.score
+        if self.failure_class:
+            d["failure_class"] = list(self.failure_class)
+        return d
+
+
+def boundary_score(verdict) -> float | None:
+    """The largest |kernel - centre| / half-width over judged elements: < 1 deep
+    inside every interval, > 1 outside one.  Hypothesis ``target()`` maximises
+    it, steering the search toward the edge of the acceptance region."""
+    best = None
+    for o in verdict.outputs:
+        if o.numel == 0:
+            continue
+        half = (o.hi - o.lo) / 2
+        dev = (o.kernel - o.centre).abs()
+        ratio = torch.where(half > 0, dev / torch.where(half > 0, half, torch.ones_like(half)),
+                            torch.where(dev > 0, torch.full_like(dev, 1e6), torch.zeros_like(dev)))
+        ok = torch.isfinite(ratio) & ~o.uncertified
+        if bool(ok.any()):
+            m = float(ratio[ok].max())
+            best = m if best is None else max(best, m)
+    if best is None or not math.isfinite(best):
+        return None
+    return min(best, 1e6)
+
+
+def failure_class(verdict) -> tuple | None:
+    """(output, kind, dominant site) of a reject, from the verdict's worst
+    element and its width attribution: what the shrinker must preserve."""
+    if verdict.status != "reject":
+        return None
+    w = verdict.worst()
+    if w is None:
+        return None
+    o, i, _ = w
+    special = bool(o.special.reshape(-1)[i])
+    kind = "non-finite" if special else "outside"
+    site = ""
+    if verdict._explainer is not None:
+        from ..explain import attribution
+        try:
+            shares = attribution(verdict, o.name, i)
+        except Exception:  # attribution is an explanation aid; never let it hide the reject
+            shares = []
+        if shares:
+            site = site_kind(shares[0][0])
+    return (o.name, kind, site)
+
+
+_COUNT = re.compile(r"(?<![:\w.])\d+(?![\w.])")
+
+
+def site_kind(label: str) -> str:
+    """A site label without its sizes ("fp32 sum over 96 ..." -> "fp32 sum over
+    n ..."): deleting columns keeps the same site, only the count changes.
+    Source positions ("(rms_norm:83)") are kept."""
+    return _COUNT.sub("n", label)
+
+
+@dataclass
+class GroupStats:
+    cases: int = 0
+    accept: int = 0
+    reject: int = 0
+    statistical_only: int = 0
+    uncertified: int = 0
+    error: int = 0
+    nan: int = 0
+    timeout: int = 0
+
+    def add(self, status: str) -> None:
+        self.cases += 1
+        setattr(self, status, getattr(self, status) + 1)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class RunResult:
+    """What a run came to: statistics per input-shift group, the exit reason,
+    the (shrunk, confirmed) counterexample and where it was saved, and the
+    findings that are not counterexamples."""
+    op: str
+    kernel: str
+    backend: str
+    mode: str
+    exit_reason: str = "examples exhausted"
+    groups: dict = field(default_factory=dict)          # group -> GroupStats
+    counterexample: Outcome | None = None
+    shrunk_from: object = None                          # the case before element-level shrinking
+    saved: str | None = None
+    statistical_only: list = field(default_factory=list)
+    errors: list = field(default_factory=list)          # error / nan / timeout outcomes (first few)
+    other_rejects: list = field(default_factory=list)   # rejects of another failure class
+    started: float = field(default_factory=time.time)
+    elapsed: float = 0.0
+    shrink_seconds: float = 0.0
+    shrink_evaluations: int = 0
+
+    def record(self, out: Outcome, group: str) -> None:
+        self.groups.setdefault(group, GroupStats()).add(out.status)
+
+    @property
+    def totals(self) -> GroupStats:
+        t = GroupStats()
+        for g in self.groups.values():
+            for k, v in g.__dict__.items():
+                setattr(t, k, getattr(t, k) + v)
+        return t
+
+    @property
+    def cases_per_second(self) -> float:
+        n = self.totals.cases
+        return n / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def found(self) -> bool:
+        t = self.totals
+        return self.counterexample is not None or bool(t.reject or t.error or t.nan or t.timeout)
+
+    def exit_code(self) -> int:
+        return 1 if self.found else 0
+
+    def to_dict(self) -> dict:
+        t = self.totals
+        ce = self.counterexample
+        return {
+            "op": self.op, "kernel": self.kernel, "backend": self.backend, "mode": self.mode,
+            "exit_reason": self.exit_reason, "seconds": round(self.elapsed, 2),
+            "cases_per_second": round(self.cases_per_second, 3),
+            "totals": t.to_dict(), "groups": {g: s.to_dict() for g, s in sorted(self.groups.items())},
+            "counterexample": None if ce is None else {
+                **ce.summary(), "shrunk_from": None if self.shrunk_from is None else self.shrunk_from.to_dict(),
+                "shape": [list(t.shape) for t in ce.inputs if isinstance(t, torch.Tensor)],
+                "verdict": ce.verdict.to_dict() if ce.verdict is not None else None},
+            "saved": self.saved,
+            "shrink": {"seconds": round(self.shrink_seconds, 2), "evaluations": self.shrink_evaluations},
+            "statistical_only": [o.summary() for o in self.statistical_only],
+            "errors": [o.summary() for o in self.errors],
+            "other_rejects": [o.summary() for o in self.other_rejects],
+        }
