@@ -1,0 +1,179 @@
+"""Liger-Kernel's own Triton kernels (PyPI ``liger-kernel``, the optional extra
+``liger``) as the ``"liger"`` kernel of our matching operators, and the
+``kl_div`` operator with a reference written from Liger's precision plan.
+
+Registered only when ``liger_kernel`` is importable.  Every adapter clones
+its inputs (several Liger kernels work in place: RMSNorm with ``in_place``,
+cross_entropy writes the gradient over the logits, rope rotates q and k) and
+returns the outputs in the order of our reference program.  Liger's modules
+are imported on first call, so that on the interpreter ``TRITON_INTERPRET`` is
+set before Liger decorates its kernels.
+
+Known differences between Liger 0.8.5 and ../shared/OPERATORS.md (findings,
+see tests/test_liger.py):
+
+* ``layer_norm``: Liger stores Mean and RSTD in **fp32**; OPERATORS.md (and
+  our reference) store them in x's format.  ``y`` is computed the same way.
+* ``softmax``: Liger's kernel does **not** widen bf16 inputs to fp32: the
+  max-shift ``x - m``, ``exp`` and the division are bf16 operations (each
+  rounded to bf16), and ``tl.sum`` of the bf16 exponentials; our reference
+  widens to fp32 first.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import torch
+
+import numoracle as no
+from ..formats import fp32
+from . import REGISTRY, Domain, Operator, _register
+
+AVAILABLE = importlib.util.find_spec("liger_kernel") is not None
+VERSION = None
+if AVAILABLE:
+    try:
+        from importlib.metadata import version as _version
+
+        VERSION = _version("liger-kernel")
+    except Exception:  # pragma: no cover
+        VERSION = "unknown"
+
+
+def _c(t):
+    return t.clone() if isinstance(t, torch.Tensor) else t
+
+
+# --------------------------------------------------------------------------
+# Adapters: our reference's inputs/params in, our reference's outputs out
+# --------------------------------------------------------------------------
+
+def liger_rms_norm(x, w, *, eps=1e-6, offset=0.0, casting="llama"):
+    from liger_kernel.ops.rms_norm import rms_norm_forward
+
+    y, _x, rstd, *_ = rms_norm_forward(_c(x), _c(w), eps, offset, casting, None)
+    return y, rstd
+
+
+def liger_layer_norm(x, w, b, *, eps=1e-5):
+    from liger_kernel.ops.layer_norm import layer_norm_forward
+
+    y, _x, mean, rstd, *_ = layer_norm_forward(_c(x), _c(w), _c(b), eps)
+    return y, mean, rstd
+
+
+def liger_swiglu(a, b):
+    from liger_kernel.ops.swiglu import swiglu_forward
+
+    return swiglu_forward(_c(a), _c(b))[2]
+
+
+def liger_geglu(a, b, *, approximate="tanh"):
+    if approximate != "tanh":
+        raise ValueError(f"Liger's geglu kernel implements the tanh form only, not approximate={approximate!r}")
+    from liger_kernel.ops.geglu import geglu_forward
+
+    return geglu_forward(_c(a), _c(b))[2]
+
+
+def liger_softmax(x):
+    from liger_kernel.ops.softmax import _softmax_forward
+
+    return _softmax_forward(_c(x))[0]
+
+
+def liger_cross_entropy(logits, labels, *, ignore_index=-100, reduction="mean"):
+    """Per-row losses in the logits' format (our reference's output).  Only
+    reduction='none' exposes them: for 'mean'/'sum' Liger's kernel writes the
+    per-row losses (divided by the non-ignored count for 'mean') to a buffer
+    the host then sums into one scalar, which our per-row reference does not
+    describe."""
+    if reduction != "none":
+        raise ValueError(f"the liger cross_entropy adapter judges per-row losses: reduction='none' only, "
+                         f"not {reduction!r} (Liger returns the host sum of the per-row losses for it)")
+    from liger_kernel.ops.cross_entropy import cross_entropy_forward
+
+    loss, *_ = cross_entropy_forward(_c(logits), _c(labels), None, ignore_index, 0.0, 0.0, reduction, None, False)
+    return loss
+
+
+def liger_kl_div(y_pred, y_true, *, reduction="batchmean", eps=1e-10, log_target=False):
+    from liger_kernel.ops.kl_div import kldiv_forward_triton
+
+    return kldiv_forward_triton(_c(y_pred), _c(y_true), log_target, reduction, eps)
+
+
+# --------------------------------------------------------------------------
+# kl_div: reference program from Liger's precision plan
+# --------------------------------------------------------------------------
+
+@no.reference
+def kl_div(y_pred, y_true, *, reduction="batchmean", eps=1e-10, log_target=False):
+    """Liger KLDiv forward: y_pred (log-probabilities) and y_true widened to
+    fp32; per element y_true*(log(max(y_true, eps)) - y_pred) (or
+    exp(y_true)*(y_true - y_pred) with log_target) in fp32; 'none' stores
+    that (fp32); otherwise each row is summed in fp32 in the kernel and the
+    row sums are summed on the host in fp32, then divided by the row count
+    ('batchmean') or the element count ('mean'); 'sum' sums over rows."""
+    y = y_pred.to(fp32)
+    t = y_true.to(fp32)
+    if log_target:
+        loss = no.exp(t) * (t - y)
+    else:
+        loss = t * (no.log(no.maximum(t, eps)) - y)
+    if reduction == "none":
+        return loss
+    total = no.sum(no.sum(loss, axis=-1), axis=-1)
+    rows, cols = y_pred.shape
+    if reduction == "batchmean":
+        return total / float(rows)
+    if reduction == "mean":
+        return total / float(rows * cols)
+    return total
+
+
+def _ex_kl(seed, dtype, family, rows, cols):
+    from ..strategies.families import fill
+
+    logits_p = fill((rows, cols), family, seed, dtype=torch.float32)
+    logits_t = fill((rows, cols), family, seed + 5, dtype=torch.float32)
+    y_pred = torch.log_softmax(logits_p.double(), dim=-1).to(dtype)
+    y_true = torch.softmax(logits_t.double(), dim=-1).to(dtype)
+    return (y_pred, y_true), {"reduction": "batchmean"}
+
+
+# --------------------------------------------------------------------------
+# Registration
+# --------------------------------------------------------------------------
+
+_M = __name__ + ":"
+ADAPTERS = {
+    "rms_norm": _M + "liger_rms_norm",
+    "layer_norm": _M + "liger_layer_norm",
+    "swiglu": _M + "liger_swiglu",
+    "geglu": _M + "liger_geglu",
+    "cross_entropy": _M + "liger_cross_entropy",
+    "softmax": _M + "liger_softmax",
+}
+
+
+def _attach(name: str, spec: str) -> bool:
+    op = REGISTRY.get(name)
+    if op is None:
+        return False
+    op.kernel_specs["liger"] = spec
+    op._kernels = None
+    return True
+
+
+ATTACHED: list = []
+if AVAILABLE:
+    for _name, _spec in ADAPTERS.items():
+        if _attach(_name, _spec):
+            ATTACHED.append(_name)
+    _register(Operator("kl_div", "liger", kl_div, {"correct": _M + "liger_kl_div"}, _ex_kl,
+                       formats=("bf16", "fp32"),
+                       domain=Domain(formats=("bf16", "fp32"),
+                                     params={"reduction": ("batchmean", "sum", "mean", "none")})))
+    ATTACHED.append("kl_div")
