@@ -243,7 +243,8 @@ def _dequantized(q: Quantizer) -> Tracked:
     bound = ymax * (q.fmt.u + d) * slack
     may_sub = ymax < q.fmt.min_normal * shi * slack
     bound = bound + torch.where(may_sub, shi * q.fmt.min_subnormal / 2, torch.zeros_like(shi))
-    bound = bound + (ymax * (1 + d) * slack - slo * q.fmax).clamp(min=0) + shi * 2.0 ** -149
+    # the clamp where s < amax/fmax: |y|(1 + d) - s·fmax (slo·fmax is exact in float64)
+    bound = bound + (ymax * (1 + d) * (1 + 2.0 ** -48) - slo * q.fmax).clamp(min=0) + shi * 2.0 ** -149
     key = ctx.new_key()
     label = ctx.label(f"quantize to {q.fmt} per group of {q.group} ({q.rule} scale)")
     ctx.symbols[key] = (frozenset((key,)), label)
