@@ -52,7 +52,13 @@ def load_source(modname: str, source: str, tag: str = "") -> types.ModuleType:
     m = types.ModuleType(f"{modname}__mutant{_COUNTER[0]}")
     m.__package__ = modname.rpartition(".")[0]
     m.__file__ = filename
-    exec(compile(source, filename, "exec"), m.__dict__)
+    # a module that registers operators at import must not re-register them from the copy
+    saved = dict(operators.REGISTRY)
+    try:
+        exec(compile(source, filename, "exec"), m.__dict__)
+    finally:
+        operators.REGISTRY.clear()
+        operators.REGISTRY.update(saved)
     return m
 
 
@@ -83,10 +89,13 @@ def jit_callees(source: str) -> dict:
 
 def reached_functions(op, spec_name: str, case, backend="interpreter") -> set:
     """The module's jit functions the kernel ``spec_name`` reaches on ``case``: the kernels it
-    launches (recorded while it runs) and, transitively, the jit helpers they call."""
+    launches (recorded while it runs) and, transitively, the jit helpers they call.  Empty for
+    a module with no ``@triton.jit`` function of its own (an adapter to another package)."""
     modname, fn, pick = parse_spec(op.kernel_specs[spec_name])
     source = _module_source(modname)
     callees = jit_callees(source)
+    if not callees:
+        return set()
     m = load_source(modname, source, f"trace-{spec_name}")
     objs = {id(getattr(m, n)): n for n in callees if hasattr(m, n)}
     launched = set()
@@ -181,8 +190,10 @@ def plan_mutants(op, case, *, max_mutants=None, kinds=None, backend="interpreter
         if mod not in mods:
             mods.append(mod)
     for mod in mods:
-        src = _module_source(mod)
         funcs = {f for (m, f) in claimed if m == mod}
+        if not funcs:
+            continue                 # no jit function of this module is reached
+        src = _module_source(mod)
         owner_of_module = next(s for s in op.kernel_specs if parse_spec(op.kernel_specs[s])[0] == mod)
         sites = enumerate_sites(src, functions=funcs | {"<module>"}, kinds=kinds)
         for s in sites:
@@ -271,6 +282,7 @@ class Campaign:
                 "cases": len(self.cases), "invalid_cases": self.invalid_cases, "oracles": self.oracles,
                 "tuned_tolerance": self.tuned, "seconds": round(self.seconds, 1),
                 "kernels": {k: len(v) for k, v in self.kernel_runs.items()},
+                "kernel_errors": {k: sum(r.outcome != "ok" for r in v) for k, v in self.kernel_runs.items()},
                 "false_alarms": self.false_alarms(),
                 "numoracle_rejects_on_correct_and_variants": self.numoracle_false_alarm_runs(),
                 "faulty": {k: {o: any(r.fails(o) for r in v) for o in self.oracles}
