@@ -149,9 +149,9 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
     for c in reversed(list(explicit)):
         from hypothesis import example
         test = example(c)(test)
-    test = s(test)
     if seed is not None and not derandomize:
-        test = hseed(seed)(test)
+        test = hseed(seed)(test)          # inside settings(): outside it the database goes unused
+    test = s(test)
 
     found = None
     try:

@@ -66,6 +66,18 @@ def call_kernel(kernel, inputs, params, config, *, timeout=None, device="cpu", i
     return out
 
 
+def _timed_out(exc: BaseException) -> bool:
+    """Triton's interpreter wraps exceptions raised inside a kernel (our alarm
+    included) in its own InterpreterError: look through the chain."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KernelTimeout) or "KernelTimeout(" in str(exc):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def _has_special_reject(v) -> bool:
     return any(bool((o.special & o.rejected).any()) for o in v.outputs)
 
@@ -88,6 +100,9 @@ def judge(op, kernel, inputs, params, config=(), *, backend="interpreter", mode=
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # the kernel's own failure is an outcome
+        if _timed_out(exc):
+            return Outcome("timeout", case, error=f"no return within {timeout:g} s", seconds=time.perf_counter() - t0,
+                           inputs=inputs, params=params)
         return Outcome("error", case, error=f"{type(exc).__name__}: {exc}"[:500],
                        seconds=time.perf_counter() - t0, inputs=inputs, params=params)
     try:

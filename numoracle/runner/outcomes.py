@@ -59,20 +59,27 @@ class Outcome:
 
 
 def boundary_score(verdict) -> float | None:
-    """The largest |kernel - centre| / half-width over judged elements: < 1 deep
-    inside every interval, > 1 outside one.  Hypothesis ``target()`` maximises
-    it, steering the search toward the edge of the acceptance region."""
+    """How close the kernel came to the edge of its acceptance region, the
+    worst element's: in [0, 1] inside the accepted storage interval [qlo, qhi]
+    (|kernel - centre| over the centre's distance to the bound on that side),
+    1 + (distance outside) / (interval width) beyond it.  Hypothesis
+    ``target()`` maximises it, steering the search toward the boundary."""
     best = None
     for o in verdict.outputs:
         if o.numel == 0:
             continue
-        half = (o.hi - o.lo) / 2
-        dev = (o.kernel - o.centre).abs()
-        ratio = torch.where(half > 0, dev / torch.where(half > 0, half, torch.ones_like(half)),
-                            torch.where(dev > 0, torch.full_like(dev, 1e6), torch.zeros_like(dev)))
-        ok = torch.isfinite(ratio) & ~o.uncertified
+        k, c, qlo, qhi = o.kernel, o.centre, o.qlo, o.qhi
+        tiny = torch.finfo(torch.float64).tiny
+        width = torch.clamp(qhi - qlo, min=tiny)
+        inside = (k >= qlo) & (k <= qhi)
+        up = torch.clamp(qhi - c, min=tiny)
+        down = torch.clamp(c - qlo, min=tiny)
+        s_in = torch.where(k >= c, (k - c) / up, (c - k) / down).clamp(0, 1)
+        s_out = 1 + torch.maximum(k - qhi, qlo - k) / width
+        score = torch.where(inside, s_in, s_out)
+        ok = torch.isfinite(score) & ~o.uncertified
         if bool(ok.any()):
-            m = float(ratio[ok].max())
+            m = float(score[ok].max())
             best = m if best is None else max(best, m)
     if best is None or not math.isfinite(best):
         return None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
 import torch
 from hypothesis import strategies as st
 
@@ -28,12 +29,10 @@ def _table(name: str) -> tuple:
     NaN flags), sorted by (|x|, sign) so index 0 is the simplest value."""
     fmt = F.by_name(name)
     vals = F.from_bits(torch.arange(1 << fmt.bits, dtype=torch.int64), fmt)
-    finite = vals[torch.isfinite(vals)]
-    # one entry per value: -0.0 and +0.0 are distinct values for a kernel
-    uniq = {}
-    for v in finite.tolist():
-        uniq[(v, math.copysign(1.0, v))] = v
-    ordered = sorted(uniq.values(), key=lambda v: (abs(v), math.copysign(1.0, v) < 0))
+    # every finite encoding is a distinct value (-0.0 and +0.0 included)
+    finite = vals[torch.isfinite(vals)].numpy()
+    order = np.lexsort((np.signbit(finite), np.abs(finite)))
+    ordered = finite[order].tolist()
     return tuple(ordered), bool(torch.isinf(vals).any()), bool(torch.isnan(vals).any())
 
 

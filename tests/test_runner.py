@@ -1,0 +1,113 @@
+"""The runner: outcomes that never end a run, per-group statistics, exit
+reasons, target(), the example database, subprocess isolation."""
+
+from pathlib import Path
+
+import pytest
+
+from numoracle.runner import RunResult, fuzz, judge
+from numoracle.runner.outcomes import boundary_score, site_kind
+from numoracle.strategies import GROUPS, Case, cases
+
+ROOT = Path(__file__).resolve().parents[1]
+USER = "tests.fixtures.user_kernels:"
+LLAMA = (("casting", "llama"), ("offset", 0.0))
+
+
+@pytest.fixture(autouse=True)
+def _repo_root(monkeypatch):
+    monkeypatch.chdir(ROOT)        # user kernels are named module:function from here
+
+
+def _cases(shapes):
+    return [Case("rms_norm", "bf16", r, c, "calibration", 0, (), LLAMA, (), i) for i, (r, c) in enumerate(shapes)]
+
+
+def _totals_consistent(res: RunResult):
+    t = res.totals
+    assert t.cases == sum(getattr(t, s) for s in ("accept", "reject", "statistical_only", "uncertified",
+                                                  "error", "nan", "timeout"))
+    assert set(res.groups) <= set(GROUPS)
+
+
+def test_correct_kernel_runs_to_the_end_without_findings():
+    res = fuzz("rms_norm", "correct", max_examples=8, seed=3, strategy=cases("rms_norm", max_rows=4, max_cols=64))
+    assert res.exit_reason == "examples exhausted"
+    assert res.totals.cases >= 8 and res.counterexample is None and not res.found
+    assert res.totals.reject == res.totals.error == res.totals.nan == res.totals.timeout == 0
+    _totals_consistent(res)
+    assert res.exit_code() == 0 and res.to_dict()["exit_reason"] == "examples exhausted"
+
+
+@pytest.mark.parametrize("kernel,status,shapes", [
+    ("rms_norm_raises", "error", [(1, 7), (2, 8), (1, 9), (2, 16)]),          # odd widths raise
+    ("rms_norm_nan", "nan", [(1, 8), (2, 8), (1, 5), (3, 16)]),               # >= 2 rows: a NaN
+    ("rms_norm_hangs", "timeout", [(1, 8), (1, 9), (2, 16), (1, 12)]),        # width % 3 == 0: no return
+])
+def test_kernel_failures_are_outcomes_and_the_run_goes_on(kernel, status, shapes):
+    res = fuzz("rms_norm", USER + kernel, max_examples=1, seed=0, explicit=_cases(shapes), timeout=1.0,
+               strategy=cases("rms_norm", rows=1, cols=(4, 4), params={"casting": ("llama",), "offset": (0.0,)}))
+    t = res.totals
+    assert getattr(t, status) == 2, res.to_dict()["totals"]
+    assert t.accept >= 2                       # the cases after the failures were still judged
+    assert res.exit_reason == "examples exhausted" and res.found and res.exit_code() == 1
+    assert all(o.status == status for o in res.errors)
+    if status == "error":
+        assert "odd widths" in res.errors[0].error
+    _totals_consistent(res)
+
+
+def test_time_budget_is_an_exit_reason():
+    res = fuzz("rms_norm", "correct", max_examples=10**6, seconds=1.0, seed=1,
+               strategy=cases("rms_norm", max_rows=2, max_cols=16))
+    assert res.exit_reason == "time budget"
+    assert 1 <= res.totals.cases
+
+
+def test_boundary_score_and_site_kind():
+    op_case = _cases([(2, 8)])[0]
+    from numoracle import backends
+    from numoracle.operators import get
+    backends.select("interpreter")      # before the kernels are imported: @triton.jit reads TRITON_INTERPRET
+    op = get("rms_norm")
+    inputs, params = op_case.materialize()
+    ok = judge(op, op.kernels["correct"], inputs, params)
+    assert ok.status == "accept" and 0 <= ok.score <= 1
+    bad = judge(op, _user("rms_norm_truncating_store"), inputs, params)
+    assert bad.status == "reject" and bad.score > 1 and bad.failure_class[0] == "out0"
+    assert site_kind("fp32 sum over 96 (any order) (rms_norm:83)") == "fp32 sum over n (any order) (rms_norm:83)"
+
+
+def _user(name):
+    from numoracle import backends
+    from numoracle.runner.kernels import import_kernel
+    backends.select("interpreter")
+    return import_kernel(USER + name)
+
+
+def test_database_resumes_a_run(tmp_path):
+    kw = dict(max_examples=30, seed=5, shrink=False, database=tmp_path / "db",
+              strategy=cases("rms_norm", max_rows=2, max_cols=16, formats=["bf16"],
+                             params={"casting": ("llama",), "offset": (0.0,)}))
+    first = fuzz("rms_norm", USER + "rms_norm_truncating_store", **kw)
+    assert first.exit_reason == "first counterexample"
+    assert any((tmp_path / "db").rglob("*"))
+    again = fuzz("rms_norm", USER + "rms_norm_truncating_store", **{**kw, "seed": 6})
+    assert again.exit_reason == "first counterexample"
+    assert again.totals.cases == 1              # replayed from the database before any new draw
+
+
+def test_isolated_worker_is_killed_on_a_hang():
+    from numoracle import backends
+    from numoracle.operators import get
+    from numoracle.runner import Isolated
+    backends.select("interpreter")
+    op = get("rms_norm")
+    iso = Isolated("rms_norm", USER + "rms_norm_hangs", "interpreter")
+    try:
+        ok_case, hang_case = _cases([(1, 8), (1, 9)])
+        outs = [judge(op, None, *c.materialize(), isolated=iso, timeout=3.0, case=c) for c in (ok_case, hang_case)]
+    finally:
+        iso.close(kill=True)
+    assert [o.status for o in outs] == ["accept", "timeout"]
+    assert "worker process killed" in outs[1].error
