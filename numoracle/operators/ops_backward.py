@@ -231,7 +231,10 @@ _register(Operator(
         "two_pass": _K + "cross_entropy_backward:cross_entropy_backward_two_pass",
         "one_warp": _K + "cross_entropy_backward:cross_entropy_backward_one_warp"},
     _ex_ce_bwd, backward=True,
-    domain=Domain(params={"reduction": ("mean", "sum", "none"), "ignore_index": (-100,)}),
+    # reduction is not a domain choice: grad_output's shape follows it (one value, or one per
+    # row for "none"), so the example draws it with the seed (mean, sum, none in turn) and
+    # builds a matching grad_output; a campaign overriding it would mismatch the two.
+    domain=Domain(params={"ignore_index": (-100,)}),
     faulty={"rounded_label_grad": _K + "cross_entropy_backward:cross_entropy_backward_rounded_label",
             "row0_grad_output": _K + "cross_entropy_backward:cross_entropy_backward_row0_scale"}))
 
