@@ -268,7 +268,10 @@ class Tracked:
     def to(self, fmt) -> "Tracked":
         fmt = _fmt_arg(fmt)
         if _subset(self.repr_fmt, fmt):
-            return Tracked(self.c, fmt, self.form, self.ctx, repr_fmt=self.repr_fmt, taint=self.taint)
+            # no rounding: the value (and the rounding that made it, for the
+            # rounding-interval check of an output) stay what they were
+            return Tracked(self.c, fmt, self.form, self.ctx, repr_fmt=self.repr_fmt, taint=self.taint,
+                           pre=self.pre if fmt == self.fmt else None)
         return self._round(fmt, f"round to {fmt} (.to)")._settle(self)
 
     def _settle(self, src: "Tracked") -> "Tracked":
