@@ -231,6 +231,8 @@ class Campaign:
         out = {o: {} for o in self.oracles}
         for runs in self.kernel_runs.values():
             for r in runs:
+                if r.outcome == "crash":      # a kernel error, reported under kernel_errors
+                    continue
                 for o in self.oracles:
                     cell = out[o].setdefault(r.case.group, [0, 0])
                     cell[1] += 1
@@ -254,7 +256,7 @@ class Campaign:
         """Over the (atol, rtol) grid: the most effective non-crash mutants any configuration
         kills while its false-alarm rate stays ≤ max_fa in every input group."""
         eff = [m for m in self.mutants if m.status == "effective"]
-        runs = [r for rs in self.kernel_runs.values() for r in rs]
+        runs = [r for rs in self.kernel_runs.values() for r in rs if r.outcome != "crash"]
         groups = sorted({r.case.group for r in runs})
         best, best_cfg, n_ok = -1, None, 0
         for a in self.atols:
@@ -283,6 +285,9 @@ class Campaign:
                 "tuned_tolerance": self.tuned, "seconds": round(self.seconds, 1),
                 "kernels": {k: len(v) for k, v in self.kernel_runs.items()},
                 "kernel_errors": {k: sum(r.outcome != "ok" for r in v) for k, v in self.kernel_runs.items()},
+                "kernel_error_examples": {k: next(r.error for r in v if r.outcome == "crash")
+                                          for k, v in self.kernel_runs.items()
+                                          if any(r.outcome == "crash" for r in v)},
                 "false_alarms": self.false_alarms(),
                 "numoracle_rejects_on_correct_and_variants": self.numoracle_false_alarm_runs(),
                 "faulty": {k: {o: any(r.fails(o) for r in v) for o in self.oracles}
