@@ -1,0 +1,162 @@
+"""``numoracle campaign``: the paper's evaluation on one backend, resumable.
+
+Stages, each written into ``DIR/campaign.json`` as soon as a unit of it ends
+(so an interrupted campaign resumes where it stopped):
+
+- ``correct``: every registered kernel and behaviour-preserving variant over
+  generated cases in every input group, judged in both modes (false alarms,
+  uncertified inputs and why, acceptance widths beside assert_close's);
+- ``shift``: a tolerance tuned on the calibration group applied to the other
+  groups (false-alarm rate of the tuned tolerance under input shift);
+- ``mutation``: the mutation kill matrix against the baselines, and the
+  tuned-tolerance frontier;
+- ``replays``: the historical change pairs.
+
+``--quick`` sizes it for CI and a 2-core machine; the full size targets a GPU.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+STAGES = ("correct", "shift", "mutation", "replays")
+SIZES = {  # cases per kernel (correct), per pair (replays), per mutant (mutation)
+    "quick": {"correct": 4, "replays": 6, "mutation": 3, "shift": 4},
+    "full": {"correct": 200, "replays": 60, "mutation": 12, "shift": 40},
+}
+
+
+def _versions() -> dict:
+    import torch
+    v = {"python": platform.python_version(), "torch": torch.__version__}
+    try:
+        import triton
+        v["triton"] = triton.__version__
+    except ImportError:
+        pass
+    from .. import __version__
+    v["numoracle"] = __version__
+    return v
+
+
+def _save(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def _load(path: Path, meta: dict) -> dict:
+    if path.exists():
+        from .report import load
+        data = load(path)
+        old = {k: data["meta"].get(k) for k in ("backend", "size", "ops")}
+        new = {k: meta.get(k) for k in ("backend", "size", "ops")}
+        if old != new:
+            from ..errors import InvalidArgument
+            raise InvalidArgument(f"{path} holds a campaign with {old}, not {new}; use another --out "
+                                  f"directory or delete it to start again.")
+        return data
+    return {"schema": 1, "meta": meta}
+
+
+def campaign(out_dir, *, backend="interpreter", size="quick", ops=None, stages=STAGES, log=None) -> dict:
+    """Run (or resume) a campaign; returns the results dict also written to
+    ``out_dir/campaign.json``."""
+    from .. import backends, operators
+    from . import correct as C
+    from . import replays as RP
+    log = log or (lambda s: print(s, file=sys.stderr, flush=True))
+    backend = backends.select(backend)
+    dev = backends.device(backend)
+    names = list(ops or operators.names())
+    sz = SIZES[size]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "campaign.json"
+    meta = {"backend": backend, "size": size, "ops": names, "date": time.strftime("%Y-%m-%d"),
+            "device": _device(dev), **_versions()}
+    data = _load(path, meta)
+    data["meta"].update({k: meta[k] for k in ("date", "device")})
+    t0 = time.time()
+    if "correct" in stages:
+        res = data.setdefault("correct", {})
+        for name in names:
+            op = operators.get(name)
+            cl = C.cases(op, sz["correct"])
+            for kname in op.kernel_specs:
+                key = f"{name}/{kname}"
+                if key in res:
+                    continue
+                try:
+                    kernel = op.kernels[kname]
+                except Exception as exc:
+                    res[key] = {"skipped": repr(exc)[:300]}
+                else:
+                    res[key] = C.sweep_kernel(op, kname, kernel, cl, backend, dev)
+                    r = res[key]
+                    log(f"[correct] {key}: rejects stat {r['counts']['statistical'].get('reject', 0)} fixed "
+                        f"{r['counts']['fixed'].get('reject', 0)}, uncertified {r['counts']['fixed'].get('uncertified', 0)}, "
+                        f"errors {r['errors']} ({r['seconds']}s)")
+                _save(path, data)
+    if "shift" in stages and "shift" not in data.get("done", []):
+        try:
+            from . import shift as SH
+        except ImportError:
+            data["tuned_shift"] = None
+        else:
+            data["tuned_shift"] = SH.run(names, sz["shift"], backend, dev, log=log)
+        data.setdefault("done", []).append("shift")
+        _save(path, data)
+    if "mutation" in stages and "mutation" not in data.get("done", []):
+        try:
+            from . import mutation as MU
+        except ImportError:
+            data["mutation"] = None
+        else:
+            data["mutation"], data["frontier"] = MU.run(names, sz["mutation"], backend, dev, out, log=log)
+        data.setdefault("done", []).append("mutation")
+        _save(path, data)
+    if "replays" in stages and "replays" not in data.get("done", []):
+        data["replays"] = RP.run(sz["replays"], backend, dev, log=log)
+        data.setdefault("done", []).append("replays")
+        _save(path, data)
+    data["meta"]["seconds"] = round(data["meta"].get("seconds", 0) + time.time() - t0, 1)
+    _save(path, data)
+    return data
+
+
+def _device(dev: str) -> str:
+    if dev == "cuda":
+        import torch
+        return torch.cuda.get_device_name()
+    return f"cpu ({os.cpu_count()} cores)"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--backend", default="interpreter", choices=("interpreter", "gpu", "auto"))
+    p.add_argument("--out", default="campaign", help="results directory (campaign.json; resumed if present)")
+    p.add_argument("--quick", action="store_true", help="CI-sized campaign")
+    p.add_argument("--ops", default="", help="comma-separated operators (default: all registered)")
+    p.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated subset of {','.join(STAGES)}")
+    p.add_argument("--report", action="store_true", help="write report.html and report.md at the end")
+    p.add_argument("--json", action="store_true", help="print the headline figures as JSON")
+
+
+def run(args) -> int:
+    from ..errors import InvalidArgument
+    from .report import headline, write
+    stages = tuple(s for s in args.stages.split(",") if s)
+    bad = [s for s in stages if s not in STAGES]
+    if bad:
+        raise InvalidArgument(f"--stages {args.stages!r}: unknown stage(s) {bad}; expected a subset of {STAGES}.")
+    data = campaign(args.out, backend=args.backend, size="quick" if args.quick else "full",
+                    ops=[o for o in args.ops.split(",") if o] or None, stages=stages)
+    if args.report:
+        write(args.out)
+    h = headline(data)
+    print(json.dumps(h, indent=2) if args.json else "\n".join(f"{k}: {v}" for k, v in h.items()))
+    return 1 if h["false_alarms_fixed"] or h["false_alarms_statistical"] else 0

@@ -39,7 +39,10 @@ def shapes(op):
 
 
 def cases(op, n: int, groups=None, seed0: int = 1000):
-    """n cases: (seed, group, format, (rows, cols), drawn params)."""
+    """n cases: (seed, group, format, (rows, cols), drawn params).  Drawn
+    parameters fill only what the operator's example leaves open: the
+    example's own parameters are tied to its inputs (a group size to the
+    scales' layout) and take precedence."""
     groups = list(groups or GROUPS)
     fmts = [f for f in op.domain.formats if f in DT] or ["bf16"]
     shp = shapes(op)
@@ -96,7 +99,7 @@ def sweep_kernel(op, kname, kernel, case_list, backend, dev, progress=None) -> d
         g = groups.setdefault(group, {"statistical": {}, "fixed": {}, "error": 0})
         try:
             inputs, params = op.example(seed, dtype=DT[fmt], family=group, rows=rows, cols=cols)
-            params = {**params, **drawn}
+            params = {**drawn, **params}     # the example's own params are tied to its inputs
             inputs = tuple(t.to(dev) if isinstance(t, torch.Tensor) else t for t in inputs)
             outs = kernel(*[t.clone() if isinstance(t, torch.Tensor) else t for t in inputs], **params)
             if dev == "cuda":

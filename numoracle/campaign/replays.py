@@ -50,7 +50,7 @@ PAIRS = (
     Pair(8, "Liger CE", "loss divided by the non-ignored count for reduction='sum' too", "cross_entropy",
          "always_divides", params={"reduction": "sum"}),
     Pair(9, "Liger CE (reduction='none')", "every row's gradient scaled by grad_output[0]", "cross_entropy_backward",
-         "row0_grad_output", params={"reduction": "none"}),
+         "row0_grad_output", note="exposed only by the cases whose example draws reduction='none'"),
     Pair(10, "Liger CE", "softmax computed in the logits' format (no fp32 widening)", "cross_entropy",
          "storage_format"),
     Pair(11, "Unsloth CE", "label logit softcapped in bf16 while the logsumexp used fp32 logits",
@@ -103,7 +103,7 @@ def replay(p: Pair, n_cases: int, backend: str, dev: str, baselines=None) -> dic
     for seed, group, fmt, (rows, cols), drawn in C.cases(op, n_cases):
         try:
             inputs, params = op.example(seed, dtype=C.DT[fmt], family=group, rows=rows, cols=cols)
-            params = {**params, **drawn, **p.params}
+            params = {**drawn, **params, **p.params}
             inputs = tuple(t.to(dev) if isinstance(t, torch.Tensor) else t for t in inputs)
             yf = _run(faulty, inputs, params, dev)
             yc = _run(control, inputs, params, dev)

@@ -23,7 +23,10 @@ from . import references as R
 class Domain:
     """The inputs an operator is defined on, for strategies and campaigns:
     shape ranges, the formats its kernels accept, and choices for each keyword
-    parameter (the first choice is the default).  ``cols_multiple_of`` is for
+    parameter (the first choice is the default).  Choices fill only the
+    parameters an example leaves open: parameters that ``make_example``
+    returns are tied to its inputs (a group size to the scales' layout) and
+    win over drawn ones.  ``cols_multiple_of`` is for
     operators whose rows split into groups (a quantizer's group size)."""
     rows: tuple = (1, 64)
     cols: tuple = (1, 512)
@@ -113,7 +116,7 @@ def _ex_ab(seed, dtype, family, rows, cols):
 
 def _ex_ce(seed, dtype, family, rows, cols):
     labels = torch.randint(0, cols, (rows,), generator=torch.Generator().manual_seed(seed))
-    return (_rows(seed, dtype, family, rows, cols), labels), {"reduction": "mean"}
+    return (_rows(seed, dtype, family, rows, cols), labels), {}
 
 
 REGISTRY: dict[str, Operator] = {}
