@@ -18,6 +18,7 @@ pytest.importorskip("liger_kernel", reason="liger-kernel is not installed (pip i
 import numoracle as no  # noqa: E402
 from numoracle import backends, operators  # noqa: E402
 from numoracle.errors import InvalidArgument  # noqa: E402
+from numoracle.formats import fp32  # noqa: E402
 from numoracle.operators import references as R  # noqa: E402
 
 backends.select("interpreter")
@@ -126,3 +127,68 @@ def test_bare_interpreter_truncating_softmax_rejected_while_assert_close_accepts
     x = torch.randn(4, 1024).to(torch.bfloat16)
     y = UL.liger_softmax(x)
     assert no.check(R.softmax, y, (x,), backend="interpreter").status == "accept"
+
+
+# --------------------------------------------------------------------------- rope and jsd
+# No rope / jsd operator is registered yet (ops_liger.py is another module's job), so these
+# reference programs are written here from OPERATORS.md rows 5 and 8 and Liger 0.8.5's kernels.
+
+@no.reference
+def rope_ref(q, k, cos, sin):
+    """rotate-half on q and k: both cast to cos/sin's format, [x1, x2]*cos + [-x2, x1]*sin in
+    that format, one rounding at the store into q's / k's format."""
+    outs = []
+    for x in (q, k):
+        xc = x.to(cos.format)
+        h = x.shape[-1] // 2
+        x1, x2 = xc[..., :h], xc[..., h:]
+        c, s = cos[..., :h].unsqueeze(1), sin[..., :h].unsqueeze(1)
+        outs.append(no.cat([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1).to(x.format))
+    return tuple(outs)
+
+
+@no.reference
+def jsd_ref(x, t, *, beta=0.5):
+    """Liger JSD over log-probabilities x = log Q, t = log P (fp32): log M from max-shifted
+    exponentials, loss = beta*P*(Y - log M) + (1-beta)*Q*(X - log M) per element, times 1/BT,
+    summed on the host in fp32 and stored in x's format."""
+    X = x.to(fp32)
+    Y = t.to(fp32)
+    m = no.maximum(X, Y)
+    log_m = m + no.log(beta * no.exp(Y - m) + (1 - beta) * no.exp(X - m))
+    loss = beta * no.exp(Y) * (Y - log_m) + (1 - beta) * no.exp(X) * (X - log_m)
+    loss = loss * (1.0 / x.shape[0])
+    return no.sum(no.sum(loss, axis=-1), axis=-1).to(x.format)
+
+
+@pytest.mark.parametrize("qdt,cdt", [("fp32", "fp32"), ("bf16", "fp32"), ("bf16", "bf16")])
+def test_liger_rope_accepted(qdt, cdt):
+    from liger_kernel.ops.rope import rope_forward
+
+    g = torch.Generator().manual_seed(0)
+    B, H, KH, S, D = 2, 4, 2, 8, 64
+    q = torch.randn(B, H, S, D, generator=g).to(DTYPES[qdt])
+    k = torch.randn(B, KH, S, D, generator=g).to(DTYPES[qdt])
+    inv = 10000.0 ** (-torch.arange(0, D // 2, dtype=torch.float64) / (D // 2))
+    ang = torch.arange(S, dtype=torch.float64)[:, None] * inv[None]
+    emb = torch.cat([ang, ang], -1)
+    cos, sin = emb.cos().to(DTYPES[cdt])[None], emb.sin().to(DTYPES[cdt])[None]
+    qo, ko, *_ = rope_forward(q.clone(), k.clone(), cos.clone(), sin.clone())
+    v = no.check(rope_ref, (qo, ko), (q, k, cos, sin), backend="interpreter")
+    assert v.status == "accept", v.explain()
+    # the rotation really happened (an identity kernel is rejected)
+    assert no.check(rope_ref, (q, k), (q, k, cos, sin), backend="interpreter").status == "reject"
+
+
+@pytest.mark.parametrize("dt", sorted(DTYPES))
+def test_liger_jsd_accepted(dt):
+    from liger_kernel.ops.jsd import jsd_forward
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.log_softmax(torch.randn(4, 96, generator=g, dtype=torch.float64), -1).to(DTYPES[dt])
+    t = torch.log_softmax(torch.randn(4, 96, generator=g, dtype=torch.float64), -1).to(DTYPES[dt])
+    loss, _ = jsd_forward(x.clone(), t.clone(), None, 0.5, -100, False)
+    v = no.check(jsd_ref, loss, (x, t), {"beta": 0.5}, backend="interpreter")
+    assert v.status == "accept", v.explain()
+    wrong, _ = jsd_forward(x.clone(), t.clone(), None, 0.1, -100, False)
+    assert no.check(jsd_ref, wrong, (x, t), {"beta": 0.5}, backend="interpreter").status == "reject"
