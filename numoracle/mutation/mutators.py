@@ -307,6 +307,29 @@ def m_gelu_form_swapped(node, ctx):
             yield f"{_src(node)} -> {_src(new)} (erf <-> tanh)", new
 
 
+def m_special_function_swapped(node, ctx):
+    """erf(z) -> tanh(z) (as 2·sigmoid(2z) − 1) and libdevice tanh(z) -> tl.math.erf(z):
+    the GELU's special function swapped (erf <-> tanh forms)"""
+    if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+        tail = _tail(node)
+        z = node.args[0]
+        if tail == "erf":
+            two_z = ast.BinOp(ast.Constant(2.0), ast.Mult(), copy.deepcopy(z))
+            sig = ast.Call(_tl("sigmoid"), [two_z], [])
+            new = ast.BinOp(ast.BinOp(ast.Constant(2.0), ast.Mult(), sig), ast.Sub(), ast.Constant(1.0))
+            yield f"{_src(node)} -> tanh({_src(z)})", new
+        elif tail in ("tanh", "tanh_libdevice"):
+            new = ast.Call(ast.Attribute(_tl("math"), "erf", ast.Load()), [copy.deepcopy(z)], [])
+            yield f"{_src(node)} -> erf({_src(z)})", new
+
+
+def m_fp8_max_changed(node, ctx):
+    """FP8_MAX -> FP8_MAX * 0.5 (a wrong fp8 max / clamp bound passed as a constexpr)"""
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and re.search(r"F(P8)?_?MAX", node.id) \
+            and not isinstance(ctx.parents.get(node), ast.keyword) and not ctx.in_pointer_math(node):
+        yield f"{node.id} -> {node.id} * 0.5", ast.BinOp(ast.Name(node.id, ast.Load()), ast.Mult(), ast.Constant(0.5))
+
+
 def m_clamp_removed(node, ctx):
     """tl.maximum(x, EPS) -> x: an eps clamp or scale floor removed"""
     if isinstance(node, ast.Call) and _tail(node) in ("maximum", "minimum") and len(node.args) == 2:
@@ -386,6 +409,8 @@ MUTATORS = {
     "mask_off_by_one": m_mask_off_by_one,
     "mask_removed": m_mask_removed,
     "gelu_form_swapped": m_gelu_form_swapped,
+    "special_function_swapped": m_special_function_swapped,
+    "fp8_max_changed": m_fp8_max_changed,
     "clamp_removed": m_clamp_removed,
     "scale_floor_changed": m_scale_floor_changed,
     "rounding_rule_changed": m_rounding_rule,
@@ -404,8 +429,14 @@ def _parents(tree) -> dict:
 
 
 def _module_constants(tree):
-    """Module-level NAME = tl.constexpr(<number>) assignments: (assign node, constant node)."""
+    """Module-level NAME = tl.constexpr(<number>) assignments, and fp8 maxima in module-level
+    dicts (FP8_MAX = {"e4m3fn": 448.0}): (assign node, constant node)."""
     for st in tree.body:
+        if isinstance(st, ast.Assign) and isinstance(st.value, ast.Dict):
+            for v in st.value.values:
+                if isinstance(v, ast.Constant) and isinstance(v.value, float) and abs(v.value) in _FP8_MAXES:
+                    yield st, v
+            continue
         if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call) and _tail(st.value) == "constexpr" \
                 and st.value.args and isinstance(st.value.args[0], ast.Constant) \
                 and isinstance(st.value.args[0].value, float):
