@@ -147,8 +147,10 @@ class _Shrinker:
         _ddmin(units, min_units, first,
                lambda keep: self.attempt(_take(self.best.inputs, self.roles, role, keep, unit)), self.budget)
 
-    def replace(self, j: int, flat_idx, value_of) -> bool:
-        """Try input j with the elements ``flat_idx`` set to ``value_of(old)``."""
+    def replace(self, j: int, flat_idx, value_of):
+        """Try input j with the elements ``flat_idx`` set to ``value_of(old)``:
+        True if kept, False if not, None if that changes nothing (the elements
+        are already that simple: callers stop trying less simple values)."""
         inputs = self.best.inputs
         t = inputs[j]
         fmt = F.of(t)
@@ -158,7 +160,7 @@ class _Shrinker:
             new[i] = value_of(float(v[i]))
         new = F.round(new, fmt)
         if bool(torch.equal(new, v)) and torch.equal(new.signbit(), v.signbit()):
-            return False
+            return None
         cand = list(inputs)
         cand[j] = F.encode(new.reshape(t.shape), fmt).to(t.device)
         return self.attempt(tuple(cand))
@@ -168,19 +170,19 @@ class _Shrinker:
             if not isinstance(t, torch.Tensor) or not t.dtype.is_floating_point or t.numel() == 0:
                 continue
             n = t.numel()
-            # whole tensor: one value for all (1, 0, the most common value)
+            # whole tensor: one value for all (0, 1, the most common value)
             common = float(torch.mode(F.decode(self.best.inputs[j]).reshape(-1)).values)
-            for val in (1.0, 0.0, common):
+            for val in (0.0, 1.0, common):
                 if self.budget.spent:
                     return
-                if self.replace(j, range(n), lambda old, val=val: val):
+                if self.replace(j, range(n), lambda old, val=val: val) is not False:
                     break
             # chunks (halves, quarters, ...) toward 0, then toward +-1 keeping signs
             size = n // 2
             while size >= 1 and not self.budget.spent:
                 for s in range(0, n, size):
                     idx = range(s, min(n, s + size))
-                    if not self.replace(j, idx, lambda old: 0.0):
+                    if self.replace(j, idx, lambda old: 0.0) is False:
                         self.replace(j, idx, lambda old: math.copysign(1.0, old) if old else old)
                 size //= 2
                 if size and n // size > 64:     # element by element only for small tensors
@@ -192,7 +194,7 @@ class _Shrinker:
                                 lambda old: _fewer_bits(old, 2), lambda old: _fewer_bits(old, 4)):
                     if self.budget.spent:
                         return
-                    if self.replace(j, [i], simpler):
+                    if self.replace(j, [i], simpler) is not False:
                         break
 
 

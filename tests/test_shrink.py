@@ -1,0 +1,82 @@
+"""Shrinking: the element-level minimizer keeps the failure class, and the
+planted rms_norm faults of a user's module are found by ``numoracle check``,
+shrunk to <= 2 rows and a few columns, saved with their certificate, and
+reproduced by ``numoracle replay`` in both modes."""
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from numoracle.cli import main
+from numoracle.runner.outcomes import Outcome
+from numoracle.runner.shrink import input_roles, minimize
+
+ROOT = Path(__file__).resolve().parents[1]
+USER = "tests.fixtures.user_kernels:"
+
+
+def test_minimize_reduces_rows_columns_values_and_never_drifts():
+    x = torch.linspace(-3, 3, 6 * 40, dtype=torch.float32).reshape(6, 40)
+    x[3, 17] = 1000.0          # the failure being shrunk: an element >= 500
+    x[1, 2] = -1000.0          # another failure (<= -500): must never be what is left
+    w = torch.full((40,), 0.3, dtype=torch.float32)
+    calls = []
+
+    def evaluate(inputs):
+        calls.append(inputs)
+        a = inputs[0]
+        big, small = bool((a >= 500).any()), bool((a <= -500).any())
+        if big:
+            return Outcome("reject", failure_class=("y", "outside", "big"), inputs=inputs)
+        if small:
+            return Outcome("reject", failure_class=("y", "outside", "small"), inputs=inputs)
+        return Outcome("accept", inputs=inputs)
+
+    start = evaluate((x, w))
+    roles = [["rows", "cols"], ["cols"]]
+    best, used = minimize(evaluate, start, roles=roles, seconds=30, evaluations=2000)
+    a, ww = best.inputs
+    assert best.failure_class == ("y", "outside", "big")
+    assert a.shape == (1, 1) and ww.shape == (1,)
+    assert float(a[0, 0]) == 1024.0            # the nearest power of two still fails
+    assert float(ww[0]) == 0.0                 # the whole weight tensor went to 0 (it plays no part)
+    assert used == len(calls) - 1
+
+
+def test_input_roles_from_the_operator_example():
+    from numoracle.operators import get
+    assert input_roles(get("rms_norm"), "bf16") == [["rows", "cols"], ["cols"]]
+    assert input_roles(get("cross_entropy"), "bf16") == [["rows", "cols"], ["rows"]]
+
+
+@pytest.mark.parametrize("fault", ["truncating_store", "bf16_accumulation", "eps_after_rsqrt"])
+def test_check_finds_shrinks_saves_and_replays_a_planted_fault(fault, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    kernel = USER + "rms_norm_" + fault
+    t0 = time.time()
+    rc = main(["check", "rms_norm", "--kernel", kernel, "--backend", "interpreter", "--corpus", str(tmp_path),
+               "--shrink-seconds", "20", "--json", "--quiet"])
+    elapsed = time.time() - t0
+    res = json.loads(capsys.readouterr().out)
+    assert rc == 1 and res["exit_reason"] == "first counterexample"
+    assert elapsed < 60
+    ce = res["counterexample"]
+    assert ce["status"] == "reject" and ce["verdict"]["confirmation"] == "confirmed"
+    x_shape = ce["shape"][0]
+    assert x_shape[0] <= 2 and x_shape[1] <= 16, x_shape        # one block of columns at most
+    saved = Path(res["saved"])
+    meta = json.loads((saved / "case.json").read_text())
+    assert meta["schema"] == "numoracle.corpus/1" and meta["kernel"]["spec"] == kernel
+    assert meta["kernel"]["registered"] is False
+    assert meta["verdict"]["statistical"]["status"] == meta["verdict"]["fixed"]["status"] == "reject"
+    assert meta["certificate"]["holds"] is True and meta["certificate"]["sites"]
+    assert meta["inputs"][0]["shape"] == x_shape
+    # replay: the saved outputs re-judged, then the user's kernel re-run (named on the command line)
+    for extra in ([], ["--kernel", kernel]):
+        rc = main(["replay", str(saved), "--json", *extra])
+        rep = json.loads(capsys.readouterr().out)[0]
+        assert rc == 1 and rep["statuses"] == {"statistical": "reject", "fixed": "reject"}
+        assert rep["kernel_ran"] is bool(extra) and rep["certificate_same"]
