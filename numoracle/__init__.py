@@ -15,7 +15,8 @@ from .reference import (
     Reference as Reference, cat as cat, clamp as clamp, cos as cos, div as div, div_rn as div_rn,
     erf as erf, exp as exp, exp2 as exp2, gather as gather, log as log, log2 as log2,
     logsumexp as logsumexp, matmul as matmul, max as max, maximum as maximum, mean as mean,
-    min as min, minimum as minimum, quantize_group as quantize_group, reciprocal as reciprocal, reference as reference, rsqrt as rsqrt,
+    min as min, minimum as minimum, quantize_group as quantize_group, reciprocal as reciprocal,
+    reference as reference, rsqrt as rsqrt,
     sigmoid as sigmoid, sin as sin, sqrt as sqrt, sqrt_rn as sqrt_rn, sum as sum, tanh as tanh,
     where as where,
 )

@@ -111,7 +111,8 @@ def _shift_groups(x: torch.Tensor, group: int, seed: int) -> torch.Tensor:
     factor = torch.where(torch.rand((rows, n), generator=g) < 0.25, factor, torch.ones_like(factor))
     r, c = int(torch.randint(0, rows, (1,), generator=g)), int(torch.randint(0, n, (1,), generator=g))
     factor[r, c] = (0.0, 2.0 ** -30, 1.0)[seed % 3]
-    return (xf * factor[..., None]).reshape(rows, cols).to(x.dtype)
+    lim = torch.finfo(x.dtype).max / 4          # stay finite in the input format, as fill() does
+    return (xf * factor[..., None]).reshape(rows, cols).clamp(-lim, lim).to(x.dtype)
 
 
 def _ex_quant(seed, dtype, family, rows, cols):
@@ -140,8 +141,13 @@ _OUT = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 
 
 def _matmul_groups(cols: int, seed: int):
-    group_k = _group_for(cols, seed)
-    return _choose(seed, (16, 32), 2), group_k
+    """(group_n, group_k) for CI shapes: group_k >= 32, since fp8 tl.dot on NVIDIA GPUs needs K
+    tiles of at least 32."""
+    fits = [g for g in GROUP_SIZES if g >= 32 and cols % g == 0]
+    if not fits:
+        raise ValueError(f"cols={cols} is not a multiple of 32 (the smallest fp8 K tile); use a multiple of 32")
+    multi = [g for g in fits if cols // g >= 2] or fits
+    return _choose(seed, (16, 32), 2), multi[seed % len(multi)]
 
 
 def _ex_matmul(seed, dtype, family, rows, cols):
@@ -184,9 +190,9 @@ _register(Operator(
     {"correct": _M + "block_fp8_matmul", "small_tiles": _M + "block_fp8_matmul_small_tiles",
      "split_k": _M + "block_fp8_matmul_split_k"},
     _ex_matmul,
-    domain=Domain(rows=(1, 64), cols=(16, 4096), cols_multiple_of=16,
+    domain=Domain(rows=(1, 64), cols=(32, 4096), cols_multiple_of=32,
                   formats=("bf16", "fp16", "fp32"),
-                  params={"group_k": GROUP_SIZES, "group_n": (128, 16, 32), "out": ("bf16", "fp16", "fp32")}),
+                  params={"group_k": (128, 64, 32), "group_n": (128, 16, 32), "out": ("bf16", "fp16", "fp32")}),
     faulty={"bk_over_group": _M + "block_fp8_matmul_bk_over_group",
             "row0_scale": _M + "block_fp8_matmul_row0_scale",
             "wrong_scale_block": _M + "block_fp8_matmul_wrong_scale_block"}))

@@ -118,10 +118,11 @@ def block_fp8_matmul(a, b, a_s, b_s, *, group_n=128, group_k=128, out="bf16"):
 
 
 def block_fp8_matmul_small_tiles(a, b, a_s, b_s, *, group_n=128, group_k=128, out="bf16"):
-    """As :func:`block_fp8_matmul` with BLOCK_M 32, BLOCK_N 16, BLOCK_K = group_k/2 (≥ 16; each
-    half-group tile scaled separately) and num_warps 2."""
+    """As :func:`block_fp8_matmul` with BLOCK_M 32, BLOCK_N 16, BLOCK_K = group_k/2 (each
+    half-group tile scaled separately; at least 32, the smallest fp8 K tile of NVIDIA's tl.dot)
+    and num_warps 2."""
     return _launch(a, b, a_s, b_s, group_n, group_k, out, block_m=32, block_n=16,
-                   block_k=max(group_k // 2, 16), num_warps=2)
+                   block_k=max(group_k // 2, 32), num_warps=2)
 
 
 def block_fp8_matmul_split_k(a, b, a_s, b_s, *, group_n=128, group_k=128, out="bf16"):
