@@ -32,12 +32,35 @@ class Assumptions:
 
 
 DEFAULT_PROFILE = {"interpreter": "interpreter", "gpu": "h200"}
+# GPUs with a calibrated math profile (a substring of torch.cuda.get_device_name -> profile);
+# any other CUDA device gets the conservative profile from CUDA's documented bounds.
+CALIBRATED_GPUS = {"H200": "h200"}
+UNKNOWN_GPU_PROFILE = "cuda_documented"
+
+
+def gpu_profile(device_name: str | None = None) -> str:
+    """The math profile for a GPU: its calibrated profile if there is one, else
+    ``cuda_documented``.  ``device_name`` defaults to CUDA device 0's name; with
+    no CUDA device (judging saved GPU outputs elsewhere) the H200 profile."""
+    if device_name is None:
+        try:
+            import torch
+
+            if not torch.cuda.is_available():
+                return DEFAULT_PROFILE["gpu"]
+            device_name = torch.cuda.get_device_name(0)
+        except Exception:  # pragma: no cover - a broken CUDA setup
+            return DEFAULT_PROFILE["gpu"]
+    for key, prof in CALIBRATED_GPUS.items():
+        if key.lower() in device_name.lower():
+            return prof
+    return UNKNOWN_GPU_PROFILE
 
 
 def for_backend(backend: str, profile: str | None = None) -> Assumptions:
     if backend not in BACKENDS:
         raise InvalidArgument(f"backend={backend!r}: expected one of {BACKENDS}.")
-    prof = profile or DEFAULT_PROFILE[backend]
+    prof = profile or (gpu_profile() if backend == "gpu" else DEFAULT_PROFILE[backend])
     if backend == "gpu":
         return Assumptions(backend, prof, ftz="approximate math functions flush subnormals (libdevice FTZ)")
     return Assumptions(backend, prof, fma="the interpreter never contracts; fused evaluations are admitted too")

@@ -134,3 +134,12 @@ def test_cli_calibrate_help_and_bad_function():
     assert out.returncode == 0 and "--backend" in out.stdout and "--samples" in out.stdout
     with pytest.raises(Exception, match="unknown"):
         C.calibrate("interpreter", ["expm1"], samples=100)
+
+
+def test_gpu_profile_rule():
+    from numoracle.assumptions import gpu_profile
+
+    assert gpu_profile("NVIDIA H200") == "h200"
+    assert gpu_profile("NVIDIA A100-SXM4-80GB") == "cuda_documented"
+    if not torch.cuda.is_available():
+        assert gpu_profile() == "h200"      # judging saved H200 outputs on a CPU machine
