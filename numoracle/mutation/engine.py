@@ -23,6 +23,7 @@ import ast
 import importlib
 import linecache
 import math
+import sys
 import time
 import types
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ def load_source(modname: str, source: str, tag: str = "") -> types.ModuleType:
     m.__file__ = filename
     # a module that registers operators at import must not re-register them from the copy
     saved = dict(operators.REGISTRY)
+    sys.modules[m.__name__] = m          # some Triton versions look the jit function's module up
     try:
         exec(compile(source, filename, "exec"), m.__dict__)
     finally:
@@ -289,6 +291,9 @@ class Campaign:
                                           for k, v in self.kernel_runs.items()
                                           if any(r.outcome == "crash" for r in v)},
                 "false_alarms": self.false_alarms(),
+                "not_applicable_runs": {o: sum(1 for rs in self.kernel_runs.values() for r in rs
+                                               if o in r.baselines and r.baselines[o].ratio != r.baselines[o].ratio)
+                                        for o in self.oracles if o != "numoracle"},
                 "numoracle_rejects_on_correct_and_variants": self.numoracle_false_alarm_runs(),
                 "faulty": {k: {o: any(r.fails(o) for r in v) for o in self.oracles}
                            for k, v in self.faulty_runs.items()},
