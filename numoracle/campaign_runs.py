@@ -112,7 +112,7 @@ def digest(outputs) -> str:
     """A hash of the outputs' raw bits (bit-identical outputs ⇔ equal digests)."""
     h = hashlib.sha1()
     for t in outputs:
-        t = t.detach().contiguous().cpu()
+        t = t.detach().contiguous().cpu().reshape(-1) if t.dim() == 0 else t.detach().contiguous().cpu()
         h.update(str(t.dtype).encode())
         h.update(str(tuple(t.shape)).encode())
         h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
