@@ -18,6 +18,36 @@ from numoracle.backends import select
 from numoracle.mutation import kill_table, run_campaign
 
 
+def _f(x):
+    return math.inf if x == "inf" else x
+
+
+def global_frontier(results, max_fa=0.01):
+    """One (atol, rtol) for every operator: false-alarm rate <= max_fa in every (operator, input
+    group) cell of the correct-kernel and variant runs; kills over every effective mutant."""
+    if not results:
+        return None
+    atols, rtols = results[0]["grid"]["atols"], results[0]["grid"]["rtols"]
+    cells = {}
+    for r in results:
+        for run in r["grid"]["kernel_runs"]:
+            cells.setdefault((r["op"], run["group"]), []).append([_f(x) for x in run["required_atol"]])
+    muts = [[_f(x) for x in m["grid_required_atol"]] for r in results for m in r["mutants"]
+            if m["status"] == "effective" and m["grid_required_atol"]]
+    best, best_cfg, n_ok = -1, None, 0
+    for a in atols:
+        for k, rt in enumerate(rtols):
+            if any(sum(n[k] > a for n in needs) / len(needs) > max_fa for needs in cells.values()):
+                continue
+            n_ok += 1
+            kills = sum(m[k] > a for m in muts)
+            if kills > best:
+                best, best_cfg = kills, {"atol": a, "rtol": rt}
+    nk = sum(bool(m["killed"].get("numoracle")) for r in results for m in r["mutants"] if m["status"] == "effective")
+    return {"configurations": len(atols) * len(rtols), "configurations_within": n_ok, "best_kills": max(best, 0),
+            "best": best_cfg, "mutants": len(muts), "numoracle_kills": nk}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ops", default=None, help="comma-separated operators (default: every registered one)")
@@ -77,6 +107,7 @@ def main(argv=None):
         tot["worst_group_false_alarm_rate"][o] = max((f / n for f, n in per_group.values() if n), default=0.0)
     tot["frontier_per_operator_sum"] = sum(r["frontier"]["best_kills"] for r in results)
     tot["numoracle_kills_of_frontier_mutants"] = sum(r["frontier"]["numoracle_kills"] for r in results)
+    tot["global_frontier"] = global_frontier(results)
     tot["seconds"] = round(time.time() - t0, 1)
     eff = tot["effective"]
     print()
@@ -89,6 +120,11 @@ def main(argv=None):
               f"(worst group {tot['worst_group_false_alarm_rate'][o]:.1%})")
     print(f"  tuned-tolerance frontier (per operator, <= 1% false alarms in every group): "
           f"{tot['frontier_per_operator_sum']}/{eff} kills; numoracle {tot['numoracle_kills_of_frontier_mutants']}")
+    gf = tot["global_frontier"]
+    if gf:
+        print(f"  one configuration for every operator (<= 1% false alarms in every operator x group): "
+              f"{gf['configurations_within']} of {gf['configurations']} qualify; the best kills {gf['best_kills']}/"
+              f"{gf['mutants']} at {gf['best']}; numoracle kills {gf['numoracle_kills']}")
     if failures:
         print("  operators not completed:", json.dumps(failures))
     if a.out:

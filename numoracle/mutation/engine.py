@@ -151,7 +151,8 @@ class Mutant:
         return {"id": self.id, "kernel": self.spec, "module": self.module, "operator": self.site.kind,
                 "function": self.site.func, "line": self.site.line, "change": self.site.detail,
                 "status": self.status, "killed": self.killed, "numoracle_statistical_only": self.stat_only,
-                "runs": self.n_runs, "runs_differing": self.n_differing, "error": self.error}
+                "runs": self.n_runs, "runs_differing": self.n_differing, "error": self.error,
+                "grid_required_atol": [x if math.isfinite(x) else "inf" for x in self.maxneed]}
 
 
 def _select(sites, max_mutants):
@@ -298,6 +299,12 @@ class Campaign:
                 "faulty": {k: {o: any(r.fails(o) for r in v) for o in self.oracles}
                            for k, v in self.faulty_runs.items()},
                 "counts": self.counts(), "frontier": self.frontier(),
+                "grid": {"atols": list(self.atols), "rtols": list(self.rtols),
+                         "kernel_runs": [{"group": r.case.group, "kernel": r.kernel,
+                                          "required_atol": [x if math.isfinite(x) else "inf"
+                                                            for x in (r.need if r.outcome == "ok" and r.need
+                                                                      else [math.inf] * len(self.rtols))]}
+                                         for rs in self.kernel_runs.values() for r in rs if r.outcome != "crash"]},
                 "mutants": [m.to_dict() for m in self.mutants]}
 
 
