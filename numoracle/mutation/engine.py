@@ -244,7 +244,7 @@ class Campaign:
 
     def numoracle_false_alarm_runs(self) -> list:
         return [r.to_dict() for runs in self.kernel_runs.values() for r in runs
-                if r.numoracle == "reject" or r.outcome != "ok"]
+                if r.numoracle == "reject" and r.outcome != "crash"]
 
     def counts(self) -> dict:
         st = {"total": len(self.mutants)}
