@@ -202,7 +202,7 @@ _register(Operator(
 
 _register(Operator(
     "jsd", "liger", jsd, {
-        "correct": _K + "jsd:jsd", "two_rows": _K + "jsd:jsd_two_rows", "exp2": _K + "jsd:jsd_exp2"},
+        "correct": _K + "jsd:jsd", "two_rows": _K + "jsd:jsd_two_rows", "wide_block": _K + "jsd:jsd_wide_block"},
     _ex_jsd, domain=Domain(cols=(2, 512), params={"beta": JSD_BETAS, "ignore_index": (IGNORE_INDEX,)}),
     faulty={"all_rows_divisor": _K + "jsd:jsd_all_rows_divisor"}))
 

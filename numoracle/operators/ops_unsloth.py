@@ -255,7 +255,7 @@ _register(Operator(
 _register(Operator(
     "cross_entropy_loss_backward", "unsloth", cross_entropy_loss_backward, {
         "correct": _CE + "cross_entropy_loss_backward",
-        "exp2": _CE + "cross_entropy_loss_backward_exp2",
+        "flat": _CE + "cross_entropy_loss_backward_flat",
         "small_block": _CE + "cross_entropy_loss_backward_small_block"},
     _ex_ce_bwd, backward=True,
     domain=Domain(cols=(2, 512), params={"logit_scale": (0.0, 0.5), "softcap": (0.0, 30.0)})))
