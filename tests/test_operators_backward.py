@@ -3,7 +3,7 @@
 * the reference programs compute the true gradient: their fp32 kernels agree with float64
   torch.autograd of the forward (so the references do not merely mirror the kernels);
 * every correct kernel and variant is accepted, in both modes, on a few CI-sized cases per format;
-* each faulty kernel of a change pair that concerns a backward pass is rejected on some input
+* each faulty kernel of a change pair that concerns a backward pass (1, 2, 3, 6, 8, 9) is rejected on some input
   that exposes it, while its corrected control is accepted on every one of the same inputs.
 """
 
@@ -54,7 +54,7 @@ def test_registered_with_variants_faults_and_forward_flags():
     assert faults["rms_norm_backward"] == {"bf16_dw_sum"}
     assert faults["layer_norm_backward"] == {"fp16_as_bf16"}
     assert faults["geglu_backward"] == {"unrounded_gelu"}
-    assert faults["cross_entropy_backward"] == {"rounded_label_grad", "row0_grad_output"}
+    assert faults["cross_entropy_backward"] == {"rounded_label_grad", "row0_grad_output", "sum_divided"}
 
 
 # ------------------------------------------------------------------ the references are gradients
@@ -209,3 +209,13 @@ def test_pair9_cross_entropy_none_scaled_by_row0_rejected():
         go = torch.tensor([1.0, 0.5, -2.0, 3.0], dtype=torch.bfloat16)
         cases.append(((x, torch.arange(4) * 5, go), dict(p, reduction="none")))
     _replay("cross_entropy_backward", "row0_grad_output", cases)
+
+
+def test_pair8_cross_entropy_sum_divided_by_count_rejected():
+    op = operators.get("cross_entropy_backward")
+    cases = []
+    for seed in range(2):
+        (x, _, _), p = op.example(seed, torch.bfloat16, "calibration", 6, 48)
+        y = torch.tensor([3, -100, 7, 0, 47, 12])
+        cases.append(((x, y, torch.ones((), dtype=torch.bfloat16)), dict(p, reduction="sum")))
+    assert _replay("cross_entropy_backward", "sum_divided", cases) == 2

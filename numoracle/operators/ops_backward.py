@@ -236,7 +236,8 @@ _register(Operator(
     # builds a matching grad_output; a campaign overriding it would mismatch the two.
     domain=Domain(params={"ignore_index": (-100,)}),
     faulty={"rounded_label_grad": _K + "cross_entropy_backward:cross_entropy_backward_rounded_label",
-            "row0_grad_output": _K + "cross_entropy_backward:cross_entropy_backward_row0_scale"}))
+            "row0_grad_output": _K + "cross_entropy_backward:cross_entropy_backward_row0_scale",
+            "sum_divided": _K + "cross_entropy_backward:cross_entropy_backward_sum_divided"}))
 
 for _fwd in ("rms_norm", "layer_norm", "swiglu", "geglu", "cross_entropy"):
     if _fwd in REGISTRY:

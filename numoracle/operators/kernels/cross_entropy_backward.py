@@ -168,3 +168,13 @@ def cross_entropy_backward_row0_scale(logits, labels, grad_output, *, ignore_ind
     _check(logits, labels, grad_output, reduction)
     _, grad = cross_entropy(logits, labels, ignore_index=ignore_index, reduction=reduction)
     return _scale(grad, grad_output, reduction, False, False, num_warps)
+
+
+def cross_entropy_backward_sum_divided(logits, labels, grad_output, *, ignore_index=-100,
+                                       reduction="mean", num_warps=4):
+    """FAULTY (change pair 8, gradient side): the gradient divided by the non-ignored row count
+    for reduction='sum' too, as when the divisor is applied whatever the reduction."""
+    _check(logits, labels, grad_output, reduction)
+    fwd_reduction = "mean" if reduction == "sum" else reduction
+    _, grad = cross_entropy(logits, labels, ignore_index=ignore_index, reduction=fwd_reduction)
+    return _scale(grad, grad_output, reduction, True, False, num_warps)
