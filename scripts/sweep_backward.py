@@ -79,6 +79,7 @@ def main(argv=None):
     ap.add_argument("--cases", type=int, default=200)
     ap.add_argument("--ops", default=",".join(OPS), help="comma-separated operator names")
     ap.add_argument("--no-faulty", action="store_true", help="skip the faulty kernels")
+    ap.add_argument("--only-faulty", action="store_true", help="skip the correct kernels and variants")
     ap.add_argument("--out", default=None, help="write the JSON here")
     a = ap.parse_args(argv)
     backend = backends.select(a.backend)
@@ -92,7 +93,7 @@ def main(argv=None):
     for name in a.ops.split(","):
         op = operators.get(name)
         entry = {"kernels": {}, "faulty": {}}
-        for kname, k in op.kernels.items():
+        for kname, k in ({} if a.only_faulty else op.kernels).items():
             t = time.time()
             r = run_kernel(op, k, case_list, backend, dev)
             r["seconds"] = round(time.time() - t, 1)

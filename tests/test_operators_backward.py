@@ -3,8 +3,9 @@
 * the reference programs compute the true gradient: their fp32 kernels agree with float64
   torch.autograd of the forward (so the references do not merely mirror the kernels);
 * every correct kernel and variant is accepted, in both modes, on a few CI-sized cases per format;
-* each faulty kernel of a change pair that concerns a backward pass (1, 2, 3, 6, 8, 9) is rejected on some input
-  that exposes it, while its corrected control is accepted on every one of the same inputs.
+* each faulty kernel of a change pair that concerns a backward pass (1, 2, 3, 6, 8, 9) is
+  rejected on some input that exposes it, while its corrected control is accepted on every one
+  of the same inputs.
 """
 
 import os
