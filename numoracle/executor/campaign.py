@@ -1,0 +1,359 @@
+"""The campaign's ``correct`` stage spread over an executor.
+
+Units: (operator, kernel, input group, seed range) over the cases
+``campaign.correct.cases(op, n)`` gives -- the same cases the serial stage
+runs.  A unit sweeps its cases like ``campaign.correct.sweep_kernel`` and
+returns, besides the per-group counts, the raw acceptance widths of each case,
+so the merge of a kernel's units gives *exactly* the serial result: the same
+counts per group, the same medians, maxima and histograms, the same first
+examples (all taken in case order), ``seconds`` being the units' sum.
+
+Each finished unit is written to ``DIR/units/`` (one ``.npz``, tmp +
+``os.replace``) before anything else; when a kernel's last unit is in, the
+merged result enters ``data["correct"]`` and ``campaign.json`` is written with
+the orchestrator's own writer.  A resumed run skips the kernels already in
+``data["correct"]`` and the units already on disk; a unit's result is merged
+once, by its id, however many times it is delivered.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from .core import Unit, map_units
+
+SEED0 = 1000
+
+
+# ---- units ---------------------------------------------------------------------------------------
+
+def correct_units(names, n_cases: int, backend: str, *, chunk: int | None = None, kernels=None) -> list[Unit]:
+    """The units of the correct stage: per operator, kernel and input group,
+    the group's cases cut into seed ranges of at most ``chunk`` cases (all of
+    the group's cases in one unit by default)."""
+    from .. import operators
+    from ..campaign import correct as C
+    units = []
+    for name in names:
+        op = operators.get(name)
+        by_group: dict = {}
+        for seed, group, *_ in C.cases(op, n_cases, seed0=SEED0):
+            by_group.setdefault(group, []).append(seed)
+        for kname in op.kernel_specs:
+            if kernels is not None and kname not in kernels:
+                continue
+            for group, seeds in by_group.items():
+                step = chunk or len(seeds)
+                for i in range(0, len(seeds), step):
+                    part = seeds[i:i + step]
+                    units.append(Unit("correct", name, kname, group, (part[0], part[-1] + 1), backend,
+                                      (("n_cases", n_cases),)))
+    return units
+
+
+def unit_cases(unit: Unit):
+    from .. import operators
+    from ..campaign import correct as C
+    op = operators.get(unit.op)
+    lo, hi = unit.seeds
+    return [c for c in C.cases(op, unit.get("n_cases"), seed0=SEED0) if c[1] == unit.group and lo <= c[0] < hi]
+
+
+def run_correct_unit(unit: Unit) -> dict:
+    """Worker side: the unit's cases through its kernel, judged in both modes."""
+    from .. import backends, operators
+    backend = backends.select(unit.backend)
+    op = operators.get(unit.op)
+    try:
+        kernel = op.kernels[unit.kernel]
+    except Exception as exc:              # an optional upstream kernel that does not import
+        return {"unit": unit.id, "skipped": repr(exc)[:300]}
+    res = sweep_cases(op, unit.kernel, kernel, unit_cases(unit), backend, backends.device(backend))
+    res["unit"] = unit.id
+    res["pid"] = os.getpid()
+    return res
+
+
+def sweep_cases(op, kname, kernel, case_list, backend, dev) -> dict:
+    """``campaign.correct.sweep_kernel``'s loop, keeping every case's widths
+    apart (``raw``: per mode, a list of (seed, float64 array)) so results of
+    disjoint case sets merge exactly.  tests/test_executor.py holds it equal
+    to sweep_kernel."""
+    import torch
+
+    from ..campaign import correct as C
+    from ..check import check
+    t1 = time.time()
+    groups: dict = {}
+    raw = {"width": {m: [] for m in C.MODES}, "accepted": {m: [] for m in C.MODES}, "assert_close": []}
+    unc_sites, examples = {}, []
+    for seed, group, fmt, (rows, cols), drawn in case_list:
+        g = groups.setdefault(group, {"statistical": {}, "fixed": {}, "error": 0})
+        try:
+            inputs, params = op.example(seed, dtype=C.DT[fmt], family=group, rows=rows, cols=cols)
+            params = {**drawn, **params}
+            inputs = tuple(t.to(dev) if isinstance(t, torch.Tensor) else t for t in inputs)
+            outs = kernel(*[t.clone() if isinstance(t, torch.Tensor) else t for t in inputs], **params)
+            if dev == "cuda":
+                torch.cuda.synchronize()
+            for mode in C.MODES:
+                v = check(op.reference, outs, inputs, params, mode=mode, backend=backend)
+                g[mode][v.status] = g[mode].get(v.status, 0) + 1
+                w, q, t = C.widths(v)
+                raw["width"][mode].append((seed, w.numpy()))
+                raw["accepted"][mode].append((seed, q.numpy()))
+                if mode == "fixed":
+                    raw["assert_close"].append((seed, t.numpy()))
+                if v.status == "uncertified":
+                    for s in v.certificate.failing or [None]:
+                        key = f"{s.label} ({s.kind})" if s is not None else "non-finite reference"
+                        unc_sites[key] = unc_sites.get(key, 0) + 1
+                if v.status == "reject" and len(examples) < 3:
+                    examples.append({"seed": seed, "group": group, "format": fmt, "shape": [rows, cols],
+                                     "params": drawn, "mode": mode, "explain": v.explain()[:2000]})
+        except Exception:
+            g["error"] += 1
+            if len(examples) < 3:
+                examples.append({"seed": seed, "group": group, "format": fmt, "shape": [rows, cols],
+                                 "params": drawn, "error": traceback.format_exc()[-1500:]})
+    return {"cases": len(case_list), "groups": groups, "seconds": round(time.time() - t1, 2),
+            "raw": raw, "uncertified_sites": unc_sites, "examples": examples}
+
+
+# ---- merging -------------------------------------------------------------------------------------
+
+def merge_kernel(parts) -> dict:
+    """Unit results of one kernel (any order) -> the serial stage's dict."""
+    import torch
+
+    from ..campaign import correct as C
+    parts = list(parts)
+    skipped = [p for p in parts if "skipped" in p]
+    if skipped:
+        return {"skipped": skipped[0]["skipped"]}
+    groups: dict = {}
+    for p in parts:
+        for gname, g in p["groups"].items():
+            acc = groups.setdefault(gname, {"statistical": {}, "fixed": {}, "error": 0})
+            for m in C.MODES:
+                for k, n in g[m].items():
+                    acc[m][k] = acc[m].get(k, 0) + n
+            acc["error"] += g["error"]
+    totals = {m: {} for m in C.MODES}
+    for g in groups.values():
+        for m in C.MODES:
+            for k, n in g[m].items():
+                totals[m][k] = totals[m].get(k, 0) + n
+
+    def cat(segments):
+        segs = sorted(segments, key=lambda s: s[0])          # case order (seeds ascend with the case index)
+        xs = [torch.as_tensor(np.asarray(a)) for _, a in segs]
+        return torch.cat(xs) if xs else torch.empty(0, dtype=torch.float64)
+
+    wid = {m: cat(s for p in parts for s in p["raw"]["width"][m]) for m in C.MODES}
+    qwid = {m: cat(s for p in parts for s in p["raw"]["accepted"][m]) for m in C.MODES}
+    tol = cat(s for p in parts for s in p["raw"]["assert_close"])
+    sites: dict = {}
+    for p in parts:
+        for k, n in p["uncertified_sites"].items():
+            sites[k] = sites.get(k, 0) + n
+    examples = sorted((e for p in parts for e in p["examples"]), key=lambda e: e["seed"])[:3]
+    return {"cases": sum(p["cases"] for p in parts), "counts": totals,
+            "errors": sum(g["error"] for g in groups.values()), "groups": groups,
+            "seconds": round(sum(p["seconds"] for p in parts), 2),
+            "width_ulps": {m: C.summary(wid[m]) for m in C.MODES},
+            "accepted_width_ulps": {m: C.summary(qwid[m]) for m in C.MODES},
+            "assert_close_width_ulps": C.summary(tol),
+            "width_histogram": {m: C.histogram(wid[m]) for m in C.MODES},
+            "assert_close_histogram": C.histogram(tol),
+            "uncertified_sites": sites, "examples": examples}
+
+
+class Merger:
+    """Unit results keyed by unit id; a kernel is complete when every unit of
+    it is in.  Adding a unit id twice is a no-op (returns False)."""
+
+    def __init__(self, units):
+        self.expected: dict = {}
+        for u in units:
+            self.expected.setdefault(u.key, set()).add(u.id)
+        self.parts: dict = {}                 # kernel key -> {unit id: result}
+
+    def add(self, unit: Unit, result: dict) -> bool:
+        got = self.parts.setdefault(unit.key, {})
+        if unit.id in got:
+            return False
+        got[unit.id] = result
+        return True
+
+    def complete(self, key: str) -> bool:
+        return set(self.parts.get(key, {})) >= self.expected.get(key, set())
+
+    def merged(self, key: str) -> dict:
+        parts = self.parts[key]
+        return merge_kernel(parts[i] for i in sorted(parts))
+
+
+# ---- unit results on disk ------------------------------------------------------------------------
+
+def _unit_file(units_dir: Path, unit: Unit) -> Path:
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in unit.id)
+    return units_dir / f"{safe}.npz"
+
+
+def save_unit(units_dir: Path, unit: Unit, result: dict) -> Path:
+    """Write one unit's result atomically (tmp + os.replace)."""
+    units_dir.mkdir(parents=True, exist_ok=True)
+    arrays, meta = {}, {k: v for k, v in result.items() if k != "raw"}
+    meta["unit_spec"] = unit.to_dict()
+    if "raw" in result:
+        index = {}
+        for kind in ("width", "accepted"):
+            for m, segs in result["raw"][kind].items():
+                index[f"{kind}/{m}"] = []
+                for j, (seed, a) in enumerate(segs):
+                    arrays[f"{kind}_{m}_{j}"] = np.asarray(a)
+                    index[f"{kind}/{m}"].append([int(seed), f"{kind}_{m}_{j}"])
+        index["assert_close"] = []
+        for j, (seed, a) in enumerate(result["raw"]["assert_close"]):
+            arrays[f"tol_{j}"] = np.asarray(a)
+            index["assert_close"].append([int(seed), f"tol_{j}"])
+        meta["raw_index"] = index
+    path = _unit_file(units_dir, unit)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    with open(tmp, "wb") as fh:
+        np.savez(fh, meta=np.array(json.dumps(meta, default=str)), **arrays)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def load_unit(units_dir: Path, unit: Unit) -> dict | None:
+    path = _unit_file(units_dir, unit)
+    if not path.exists():
+        return None
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(str(z["meta"]))
+        if meta.get("unit_spec") != unit.to_dict():       # another campaign's unit of the same name
+            return None
+        res = {k: v for k, v in meta.items() if k not in ("raw_index", "unit_spec")}
+        if "raw_index" in meta:
+            ix = meta["raw_index"]
+            res["raw"] = {"width": {}, "accepted": {}, "assert_close": [(s, z[k]) for s, k in ix["assert_close"]]}
+            for kind in ("width", "accepted"):
+                for key, segs in ix.items():
+                    if key.startswith(kind + "/"):
+                        res["raw"][kind][key.split("/", 1)[1]] = [(s, z[k]) for s, k in segs]
+    return res
+
+
+# ---- the stage -----------------------------------------------------------------------------------
+
+def run_correct_stage(names, n_cases: int, backend: str, executor: str = "local", scheduler: str | None = None,
+                      out_dir=None, *, data: dict | None = None, workers: int | None = None,
+                      chunk: int | None = None, retries: int = 2, unit_fn=None, log=None, client=None,
+                      cluster_options=None) -> dict:
+    """Fill ``data["correct"]`` (created if absent) with every kernel of
+    ``names`` over ``n_cases`` cases, run as units on ``executor``; returns
+    ``data["correct"]``.  With ``out_dir``, unit results go to
+    ``out_dir/units/`` and ``data`` to ``out_dir/campaign.json`` as kernels
+    complete.  ``unit_fn`` replaces ``run_correct_unit`` (tests)."""
+    from ..campaign import _save
+    log = log or (lambda s: print(s, file=sys.stderr, flush=True))
+    data = {} if data is None else data
+    res = data.setdefault("correct", {})
+    out = Path(out_dir) if out_dir is not None else None
+    units_dir = out / "units" if out is not None else None
+    path = out / "campaign.json" if out is not None else None
+    units = [u for u in correct_units(names, n_cases, backend, chunk=chunk) if u.key not in res]
+    merger = Merger(units)
+    todo = []
+    for u in units:
+        prev = load_unit(units_dir, u) if units_dir is not None else None
+        if prev is not None:
+            merger.add(u, prev)
+        else:
+            todo.append(u)
+    info: dict = {}
+    ex = data.setdefault("executor", {})
+    t0 = time.time()
+
+    def finish(key):
+        res[key] = merger.merged(key)
+        r = res[key]
+        if "skipped" in r:
+            log(f"[correct] {key}: skipped ({r['skipped'][:120]})")
+        else:
+            log(f"[correct] {key}: rejects stat {r['counts']['statistical'].get('reject', 0)} fixed "
+                f"{r['counts']['fixed'].get('reject', 0)}, uncertified {r['counts']['fixed'].get('uncertified', 0)}, "
+                f"errors {r['errors']} ({r['seconds']}s in {len(merger.parts[key])} units)")
+        if path is not None:
+            _save(path, data)
+
+    for key in list(merger.expected):           # kernels whose units were all on disk already
+        if merger.complete(key):
+            finish(key)
+    fn = unit_fn or run_correct_unit
+    for unit, result in map_units(todo, fn, executor=executor, scheduler=scheduler, workers=workers,
+                                  backend=backend, retries=retries, info=info, client=client,
+                                  cluster_options=cluster_options):
+        if not merger.add(unit, result):
+            continue
+        if units_dir is not None:
+            save_unit(units_dir, unit, result)
+        if merger.complete(unit.key) and unit.key not in res:
+            finish(unit.key)
+    missing = [k for k in merger.expected if k not in res]
+    if missing:
+        raise RuntimeError(f"kernels with units missing after the run: {missing}")
+    order = [f"{n}/{k}" for n in names for k in _kernel_names(n)]
+    data["correct"] = {k: res[k] for k in order if k in res} | {k: v for k, v in res.items() if k not in order}
+    ex["correct"] = {"executor": executor, "scheduler": info.get("scheduler"), "dashboard": info.get("dashboard"),
+                     "workers": info.get("workers"), "units": len(units), "units_run": len(todo),
+                     "resubmitted": info.get("resubmitted", 0), "seconds": round(time.time() - t0, 2)}
+    if path is not None:
+        _save(path, data)
+    return data["correct"]
+
+
+def _kernel_names(name):
+    from .. import operators
+    return list(operators.get(name).kernel_specs)
+
+
+def campaign(out_dir, *, backend="interpreter", size="quick", ops=None, stages=None, executor="local",
+             scheduler=None, workers=None, chunk=None, log=None) -> dict:
+    """The orchestrator's campaign with its correct stage on ``executor``:
+    the same campaign.json (meta checked and resumed by the orchestrator's
+    own rules); the other stages then run serially through
+    ``numoracle.campaign.campaign``, which finds the correct stage done."""
+    from .. import backends, operators
+    from .. import campaign as CA
+    stages = tuple(stages or CA.STAGES)
+    backend = backends.select(backend)
+    dev = backends.device(backend)
+    names = list(ops or operators.names())
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "campaign.json"
+    meta = {"backend": backend, "size": size, "ops": names, "date": time.strftime("%Y-%m-%d"),
+            "device": CA._device(dev), **CA._versions()}
+    data = CA._load(path, meta)
+    data["meta"].update({k: meta[k] for k in ("date", "device")})
+    t0 = time.time()
+    if "correct" in stages:
+        run_correct_stage(names, CA.SIZES[size]["correct"], backend, executor, scheduler, out, data=data,
+                          workers=workers, chunk=chunk, log=log)
+    data["meta"]["seconds"] = round(data["meta"].get("seconds", 0) + time.time() - t0, 1)
+    CA._save(path, data)
+    rest = tuple(s for s in stages if s != "correct")
+    if rest:
+        data = CA.campaign(out, backend=backend, size=size, ops=names, stages=rest, log=log)
+    return data
