@@ -245,7 +245,7 @@ _register(Operator(
 
 _register(Operator(
     "cross_entropy_loss", "unsloth", cross_entropy_loss, {
-        "correct": _CE + "cross_entropy_loss", "exp2": _CE + "cross_entropy_loss_exp2",
+        "correct": _CE + "cross_entropy_loss", "wide_block": _CE + "cross_entropy_loss_wide_block",
         "two_rows": _CE + "cross_entropy_loss_two_rows"},
     _ex_ce, backward=True,
     domain=Domain(cols=(2, 512), params={"logit_scale": (0.0, 0.5), "softcap": (0.0, 30.0),
