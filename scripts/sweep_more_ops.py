@@ -46,7 +46,7 @@ def cases(op, n):
 
 
 def sweep_kernel(op, kernel, case_list, dev, backend):
-    counts = {"statistical": {}, "fixed": {}, "error": 0}
+    counts = {"statistical": {}, "fixed": {}, "error": 0, "uncertified_sites": {}}
     first = None
     for seed, group, fmt, rows, cols in case_list:
         try:
@@ -58,6 +58,10 @@ def sweep_kernel(op, kernel, case_list, dev, backend):
             for mode in ("statistical", "fixed"):
                 v = check(op.reference, outs, inputs, params, mode=mode, backend=backend)
                 counts[mode][v.status] = counts[mode].get(v.status, 0) + 1
+                if v.status == "uncertified":
+                    for s in v.certificate.failing or [None]:
+                        key = f"{mode}: {s.label} ({s.kind})" if s is not None else f"{mode}: non-finite"
+                        counts["uncertified_sites"][key] = counts["uncertified_sites"].get(key, 0) + 1
                 if v.status == "reject" and first is None:
                     first = {"seed": seed, "group": group, "format": fmt, "shape": [rows, cols],
                              "params": {k: str(p) for k, p in params.items()}, "mode": mode,
@@ -101,7 +105,9 @@ def main(argv=None):
             if not kname.startswith("faulty:"):
                 bad += sum(counts[m].get("reject", 0) for m in ("statistical", "fixed")) + counts["error"]
             print(f"{name}/{kname}: statistical {counts['statistical']} fixed {counts['fixed']} "
-                  f"errors {counts['error']} ({time.time() - t0:.1f}s)", flush=True)
+                  f"errors {counts['error']} ({time.time() - t0:.1f}s)"
+                  + (f" uncertified at {counts['uncertified_sites']}" if counts["uncertified_sites"] else ""),
+                  flush=True)
             if first is not None and not kname.startswith("faulty:"):
                 print(json.dumps(first, indent=1)[:3000], flush=True)
     if a.out:
