@@ -46,7 +46,8 @@ def cases(op, n):
 
 
 def sweep_kernel(op, kernel, case_list, dev, backend):
-    counts = {"statistical": {}, "fixed": {}, "error": 0, "uncertified_sites": {}}
+    counts = {"statistical": {}, "fixed": {}, "error": 0, "uncertified_sites": {},
+              "rejects_by_group": {}}
     first = None
     for seed, group, fmt, rows, cols in case_list:
         try:
@@ -62,6 +63,8 @@ def sweep_kernel(op, kernel, case_list, dev, backend):
                     for s in v.certificate.failing or [None]:
                         key = f"{mode}: {s.label} ({s.kind})" if s is not None else f"{mode}: non-finite"
                         counts["uncertified_sites"][key] = counts["uncertified_sites"].get(key, 0) + 1
+                if v.status == "reject" and mode == "statistical":
+                    counts["rejects_by_group"][group] = counts["rejects_by_group"].get(group, 0) + 1
                 if v.status == "reject" and first is None:
                     first = {"seed": seed, "group": group, "format": fmt, "shape": [rows, cols],
                              "params": {k: str(p) for k, p in params.items()}, "mode": mode,
@@ -108,6 +111,8 @@ def main(argv=None):
                   f"errors {counts['error']} ({time.time() - t0:.1f}s)"
                   + (f" uncertified at {counts['uncertified_sites']}" if counts["uncertified_sites"] else ""),
                   flush=True)
+            if kname.startswith("faulty:"):
+                print(f"  rejected (statistical) by group: {counts['rejects_by_group']}", flush=True)
             if first is not None and not kname.startswith("faulty:"):
                 print(json.dumps(first, indent=1)[:3000], flush=True)
     if a.out:
