@@ -51,7 +51,37 @@ def _example(op, seed, dtype, family, rows, cols, real, dev):
     return inputs, params
 
 
-def sweep(backend: str, n: int, real: bool, dot_acc: str | None, faulty_cap: int):
+def _pipeline(no, n, real, dev, backend, dot_acc):
+    """per_token_group_quant_fp8 (correct kernel) then w8a8_block_fp8_matmul (correct, split_k)
+    judged against group_quant_then_block_fp8_matmul on the unquantized activations."""
+    from numoracle.operators import ops_vllm as V
+    from numoracle.strategies.families import GROUPS
+    quant = no.operators.get("per_token_group_quant_fp8").kernels["correct"]
+    mm = no.operators.get("w8a8_block_fp8_matmul")
+    counts = {f"{k}/{m}": {"accept": 0, "reject": 0, "uncertified": 0}
+              for k in ("correct", "split_k") for m in ("statistical", "fixed")}
+    groups = list(GROUPS)
+    for seed in range(n):
+        rows, cols = (1 + seed % 8, (64, 128, 256)[seed % 3]) if not real else (8 * (1 + seed % 8), 1024)
+        dtype = (torch.bfloat16, torch.float16)[seed % 2]
+        (x, b, b_s), params = V.example_pipeline(seed, dtype, groups[seed % len(groups)], rows, cols)
+        if real:
+            params.update(group_k=128, group_n=128)
+            b, b_s = V.quantize_blocks(torch.randn((256, cols), generator=torch.Generator().manual_seed(seed)),
+                                       128, 128)
+        x, b, b_s = x.to(dev), b.to(dev), b_s.to(dev)
+        q, a_s = quant(x, group_size=params["group_k"], ue8m0=params["ue8m0"])
+        for k in ("correct", "split_k"):
+            c = mm.kernels[k](q, b, a_s, b_s, **{p: params[p] for p in ("group_n", "group_k", "out")})
+            for m in ("statistical", "fixed"):
+                extra = {"dot_acc": dot_acc} if dot_acc else {}
+                v = no.check(V.group_quant_then_block_fp8_matmul, c, (x, b, b_s), {**params, **extra},
+                             mode=m, backend=backend)
+                counts[f"{k}/{m}"][v.status] += 1
+    return counts
+
+
+def sweep(backend: str, n: int, real: bool, dot_acc: str | None, faulty_cap: int, pipeline_cases: int = 50):
     import numoracle as no
     from numoracle.backends import device, select
     backend = select(backend)
@@ -99,6 +129,8 @@ def sweep(backend: str, n: int, real: bool, dot_acc: str | None, faulty_cap: int
             rep["faulty"][fname] = {"first_reject": first, "tried": tried, "seconds": round(time.time() - t0, 1)}
             print(f"{name}/faulty {fname}: first reject at case {first and first['case']} of {tried}", flush=True)
         result["operators"][name] = rep
+    result["pipeline"] = _pipeline(no, min(n, pipeline_cases), real, dev, backend, dot_acc)
+    print(f"pipeline quantize -> matmul vs unquantized x: {result['pipeline']}", flush=True)
     ok, why = G.fnuz_supported(backend)
     fnuz = {"supported": ok, "why_not": why}
     if ok:
@@ -123,9 +155,10 @@ def main(argv=None):
     ap.add_argument("--faulty-cap", type=int, default=200, help="cases tried per faulty kernel at most")
     ap.add_argument("--real-sizes", action="store_true", help="vLLM's sizes (group 128, 128x128 blocks)")
     ap.add_argument("--dot-acc", default=None, choices=(None, "fp32", "tf32"))
+    ap.add_argument("--pipeline-cases", type=int, default=50)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
-    result = sweep(args.backend, args.cases, args.real_sizes, args.dot_acc, args.faulty_cap)
+    result = sweep(args.backend, args.cases, args.real_sizes, args.dot_acc, args.faulty_cap, args.pipeline_cases)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1, default=str)
@@ -133,6 +166,7 @@ def main(argv=None):
               for m in ("statistical", "fixed"))
     missed = [f"{o}/{f}" for o, r in result["operators"].items() for f, x in r["faulty"].items()
               if x["first_reject"] is None]
+    bad += sum(c["reject"] for c in result["pipeline"].values())
     print(f"correct-kernel rejects: {bad}; faulty kernels never rejected: {missed or 'none'}")
     return 1 if bad or missed else 0
 

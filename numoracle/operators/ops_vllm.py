@@ -48,8 +48,8 @@ def _scaled_operand(vals, scales, group_rows, group_k):
     """vals [R, K] (fp32) times its block scale (scales [ceil(R/group_rows), K/group_k]), one fp32
     rounding per element."""
     R, K = vals.shape
-    rows = torch.arange(R) // group_rows
-    cols = torch.arange(K) // group_k
+    rows = torch.arange(R, device=vals.c.device) // group_rows
+    cols = torch.arange(K, device=vals.c.device) // group_k
     return vals * scales[rows[:, None], cols[None, :]]
 
 
