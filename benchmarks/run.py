@@ -1,0 +1,224 @@
+"""numoracle's cost beside the computations it stands next to, measured in one
+process and run per (operator, size):
+
+- verdict time (reference program + calculus + check) / time of a plain float64
+  torch reference of the same operator;
+- verdict time / ``torch.testing.assert_close`` time (including its own fp32
+  reference, as a user would run it);
+- peak memory of the verdict / peak memory of the float64 reference
+  (CUDA: ``max_memory_allocated``; CPU: peak RSS of a child process that does
+  only that one thing);
+- time per element at each size (cost linear in elements).
+
+    python benchmarks/run.py                       # CPU: 1e5, 1e6, 1e7
+    python benchmarks/run.py --device cuda --sizes 1e5,1e6,1e7,1e8 --out $OUT/bench.json
+
+Outputs the kernel would produce are made by the emulator (one concrete
+rounding per site) on the CPU, by the operator's Triton kernel on a GPU: the
+verdict's cost does not depend on which."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import torch
+
+OPS = ("rms_norm", "layer_norm", "softmax", "cross_entropy", "per_token_group_quant_fp8")
+COLS = 4096
+
+
+def _ref64(op: str, inputs, params):
+    """What a user writes as the high-precision reference: plain float64 torch."""
+    x = inputs[0].double()
+    if op == "rms_norm":
+        w = inputs[1].double()
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + params.get("eps", 1e-6)) * w
+    if op == "layer_norm":
+        w, b = inputs[1].double(), inputs[2].double()
+        mu = x.mean(-1, keepdim=True)
+        return (x - mu) * torch.rsqrt(((x - mu) ** 2).mean(-1, keepdim=True) + params.get("eps", 1e-5)) * w + b
+    if op == "softmax":
+        return torch.softmax(x, -1)
+    if op == "cross_entropy":
+        return torch.logsumexp(x, -1) - x.gather(-1, inputs[1][:, None].long()).squeeze(-1)
+    if op == "per_token_group_quant_fp8":
+        g = params.get("group_size", 128)
+        xg = x.reshape(x.shape[0], -1, g)
+        s = xg.abs().amax(-1, keepdim=True).clamp(min=1e-10) / 448.0
+        return (xg / s).clamp(-448, 448).reshape(x.shape), s
+    raise KeyError(op)
+
+
+def _ref32(op: str, inputs, params):
+    x = inputs[0].float()
+    if op == "rms_norm":
+        return (x * torch.rsqrt((x * x).mean(-1, keepdim=True) + params.get("eps", 1e-6)) * inputs[1].float()).to(inputs[0].dtype)
+    if op == "layer_norm":
+        return torch.nn.functional.layer_norm(x, x.shape[-1:], inputs[1].float(), inputs[2].float(),
+                                              params.get("eps", 1e-5)).to(inputs[0].dtype)
+    if op == "softmax":
+        return torch.softmax(x, -1).to(inputs[0].dtype)
+    if op == "cross_entropy":
+        return (torch.logsumexp(x, -1) - x.gather(-1, inputs[1][:, None].long()).squeeze(-1)).to(inputs[0].dtype)
+    if op == "per_token_group_quant_fp8":
+        g = params.get("group_size", 128)
+        xg = x.reshape(x.shape[0], -1, g)
+        s = xg.abs().amax(-1, keepdim=True).clamp(min=1e-10) / 448.0
+        return (xg / s).clamp(-448, 448).reshape(x.shape).to(torch.float8_e4m3fn)
+    raise KeyError(op)
+
+
+def setup(op_name: str, n: int, device: str):
+    """(operator, inputs, params, kernel outputs) for about n elements."""
+    from numoracle import backends, operators
+    op = operators.get(op_name)
+    rows = max(1, n // COLS)
+    inputs, params = op.example(7, dtype=torch.bfloat16, family="calibration", rows=rows, cols=COLS)
+    if device == "cuda":
+        backends.select("gpu")
+        inputs = tuple(t.cuda() if isinstance(t, torch.Tensor) else t for t in inputs)
+        outs = op.kernels["correct"](*[t.clone() for t in inputs], **params)
+        torch.cuda.synchronize()
+    elif op_name == "per_token_group_quant_fp8":
+        outs = _quant_outputs(inputs[0], params)
+    else:
+        from numoracle.emulator import Plan, emulate
+        outs = emulate(op.reference, inputs, params, Plan(seed=1))
+    return op, inputs, params, outs
+
+
+def _quant_outputs(x, params):
+    """vLLM's group quantizer in torch: fp32 scale amax/448, codes RN to e4m3 (torch's cast)."""
+    g = params.get("group_size", 128)
+    xf = x.float().reshape(x.shape[0], -1, g)
+    s = (xf.abs().amax(-1, keepdim=True).clamp(min=1e-10) / 448.0)
+    if params.get("ue8m0"):
+        s = torch.exp2(torch.ceil(torch.log2(s)))
+    q = (xf / s).clamp(-448, 448).to(torch.float8_e4m3fn).reshape(x.shape)
+    s = s.squeeze(-1)
+    if params.get("column_major_scales"):
+        s = s.t().contiguous().t()
+    return q, s
+
+
+def _time(f, device, reps=3):
+    f()                                             # warm: caches, allocator, lazy imports
+    best = float("inf")
+    for _ in range(reps):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        f()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def actions(op, inputs, params, outs):
+    from numoracle.check import check
+    ref_out = outs[0] if isinstance(outs, (tuple, list)) else outs
+    return {
+        "ref64": lambda: _ref64(op.name, inputs, params),
+        "verdict": lambda: check(op.reference, outs, inputs, params, mode="statistical"),
+        "assert_close": lambda: torch.testing.assert_close(
+            ref_out.float(), _ref32(op.name, inputs, params).float(), rtol=1.0, atol=1e30, equal_nan=True),
+    }
+
+
+def measure(op_name: str, n: int, device: str) -> dict:
+    op, inputs, params, outs = setup(op_name, n, device)
+    acts = actions(op, inputs, params, outs)
+    elements = inputs[0].numel()
+    row = {"op": op_name, "n": n, "elements": elements}
+    for k, f in acts.items():
+        row[f"{k}_s"] = _time(f, device, reps=2 if n >= 10 ** 7 else 3)
+    if device == "cuda":
+        for k in ("ref64", "verdict"):
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            acts[k]()
+            torch.cuda.synchronize()
+            row[f"{k}_peak_bytes"] = torch.cuda.max_memory_allocated() - base
+    else:
+        for k in ("ref64", "verdict"):
+            row[f"{k}_peak_bytes"] = _peak_growth(acts[k])
+    row["verdict_over_ref64"] = row["verdict_s"] / row["ref64_s"]
+    row["verdict_over_assert_close"] = row["verdict_s"] / row["assert_close_s"]
+    if row.get("ref64_peak_bytes"):
+        row["memory_over_ref64"] = row["verdict_peak_bytes"] / row["ref64_peak_bytes"]
+    row["verdict_ns_per_element"] = row["verdict_s"] / elements * 1e9
+    return row
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def _fixed_mmap_threshold() -> None:
+    """glibc raises its mmap threshold as large blocks are freed, so freed
+    tensors stay resident and a later peak would not show; pin it (M_MMAP_THRESHOLD)."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 16)
+    except (OSError, AttributeError):
+        pass
+
+
+def _peak_growth(f) -> int:
+    """Bytes the process's resident set grew to at its peak while f ran: the
+    peak is reset first (``/proc/self/clear_refs`` 5), so earlier work does not count."""
+    import gc
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+    base = _status_kib("VmRSS")
+    f()
+    return (_status_kib("VmHWM") - base) * 1024
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--sizes", default="1e5,1e6,1e7")
+    ap.add_argument("--ops", default=",".join(OPS))
+    ap.add_argument("--out", default="")
+    a = ap.parse_args(argv)
+    sizes = [int(float(s)) for s in a.sizes.split(",")]
+    if a.device == "cpu":
+        _fixed_mmap_threshold()
+    rows = []
+    print(f"{'operator':28s} {'elements':>10s} {'verdict/ref64':>14s} {'verdict/assert_close':>21s} "
+          f"{'mem/ref64':>10s} {'ns/element':>11s}")
+    for op in a.ops.split(","):
+        for n in sizes:
+            try:
+                r = measure(op, n, a.device)
+            except Exception as exc:                # one failing size must not end the suite
+                r = {"op": op, "n": n, "error": repr(exc)[:300]}
+                print(f"{op:28s} {n:>10d} error: {r['error']}")
+            else:
+                print(f"{op:28s} {r['elements']:>10d} {r['verdict_over_ref64']:>14.2f} "
+                      f"{r['verdict_over_assert_close']:>21.2f} {r.get('memory_over_ref64', float('nan')):>10.2f} "
+                      f"{r['verdict_ns_per_element']:>11.1f}", flush=True)
+            rows.append(r)
+    meta = {"device": torch.cuda.get_device_name() if a.device == "cuda" else platform.processor() or "cpu",
+            "cores": os.cpu_count(), "threads": torch.get_num_threads(), "torch": torch.__version__,
+            "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
+    if a.out:
+        with open(a.out, "w") as fh:
+            json.dump({"meta": meta, "rows": rows}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
