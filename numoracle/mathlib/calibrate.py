@@ -721,7 +721,10 @@ def calibrate(backend: str = "interpreter", functions=None, samples: int = 1 << 
         prov["inherited_from_base"] = inherited
     if note:
         prov["note"] = note
-    profile = {"name": name or f"calibrated-{run.backend}", "ftz": bool(ftz),
+    if not name:   # "NVIDIA H200" -> "h200"; the interpreter -> "interpreter"
+        name = run.backend if run.backend == "interpreter" else \
+            (prov["device"].split()[-1].lower() if prov["device"].split() else "gpu")
+    profile = {"name": name, "ftz": bool(ftz),
                "functions": {k: funcs[k] for k in FUNCTION_NAMES if k in funcs}, "provenance": prov,
                "measurements": {k: {kk: vv for kk, vv in v.items()} for k, v in report.items()}}
     from_dict(profile)  # the loader must read what we write
@@ -738,7 +741,7 @@ def add_arguments(p) -> None:
                    f"{' '.join(FUNCTION_NAMES)})")
     p.add_argument("--margin", type=float, default=0.25, help="safety margin: bound = fit x (1 + margin)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--name", help="profile name (default calibrated-BACKEND)")
+    p.add_argument("--name", help="profile name (default: 'interpreter', or the GPU's model, e.g. 'h200')")
     p.add_argument("--base", help="copy functions not measured from this profile (a shipped name or a path)")
     p.add_argument("--refine", type=int, default=32, help="after the first pass, measure every fp32 neighbour "
                    "around this many worst inputs per call (errors cluster; 0 turns it off)")
