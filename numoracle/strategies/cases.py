@@ -11,6 +11,7 @@ tensors on any machine (``materialize``) and prints as a call.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +28,9 @@ from .families import GROUPS
 SPECIALS = ("zero", "neg_zero", "one", "neg_one", "min_subnormal", "min_normal", "max_finite",
             "neg_max_finite", "half_ulp_tie")
 SCALE_EXPS = (-24, 24)
+# Operator parameters that split a row into groups: the drawn width must be a
+# multiple of the drawn value too (a quantizer's group size, a matmul's K block).
+COLUMN_GROUP_PARAMS = ("group_size", "group_k", "block_k", "block_size")
 
 
 def special_value(kind: str, fmt: F.Format) -> float:
@@ -133,6 +137,20 @@ def _sizes(lo: int, hi: int, mult: int = 1):
     return st.one_of(plain, st.sampled_from(b)) if b else plain
 
 
+def _cols(default, bounds, mult, params):
+    """The width strategy given the drawn parameters: a multiple of every
+    column-group parameter (COLUMN_GROUP_PARAMS) as well as cols_multiple_of."""
+    need = mult
+    for name in COLUMN_GROUP_PARAMS:
+        g = params.get(name)
+        if isinstance(g, int) and not isinstance(g, bool) and g > 0:
+            need = math.lcm(need, g)
+    if need == mult:
+        return default
+    s = _sizes(bounds[0], bounds[1], need)
+    return s if s is not None else default      # none fits: the kernel's own error is the outcome
+
+
 def cases(op, *, formats=None, groups=None, rows=None, cols=None, max_rows=None, max_cols=None,
           scale_exps=SCALE_EXPS, specials=3, params=None, configs=None, seeds=None):
     """Cases for operator ``op`` (a name or a registered Operator).
@@ -172,7 +190,7 @@ def cases(op, *, formats=None, groups=None, rows=None, cols=None, max_rows=None,
             raise InvalidArgument(f"cases({o.name!r}, groups={groups!r}): unknown input-shift group(s) "
                                   f"{unknown or 'none given'}; expected names from {sorted(GROUPS)}.")
         m = dom.cols_multiple_of
-        shape = {}
+        shape, bounds = {}, {}
         for arg, given, cap, (dlo, dhi) in (("rows", rows, max_rows, dom.rows), ("cols", cols, max_cols, dom.cols)):
             mult = m if arg == "cols" else 1
             if given is None:
@@ -189,6 +207,7 @@ def cases(op, *, formats=None, groups=None, rows=None, cols=None, max_rows=None,
                 raise InvalidArgument(f"cases({o.name!r}, {arg}={given!r}): no size in [{lo}, {hi}] is a "
                                       f"multiple of {mult} ({o.name}'s cols_multiple_of).")
             shape[arg] = s
+            bounds[arg] = (lo, hi)
         lo_k, hi_k = scale_exps
         pchoices = dict(dom.params)
         pchoices.update(params or {})
@@ -211,12 +230,12 @@ def cases(op, *, formats=None, groups=None, rows=None, cols=None, max_rows=None,
         def draw(d):
             fmt = d(st.sampled_from(fmts))
             grp = d(st.sampled_from(grps))
+            ps = tuple(sorted(d(pstrat).items()))
             r = d(shape["rows"])
-            c = d(shape["cols"])
+            c = d(_cols(shape["cols"], bounds["cols"], m, dict(ps)))
             k = d(st.one_of(st.just(0), st.integers(lo_k, hi_k))) if hi_k > lo_k and lo_k <= 0 <= hi_k \
                 else (d(st.integers(lo_k, hi_k)) if hi_k > lo_k else lo_k)
             sp = tuple(d(spec))
-            ps = tuple(sorted(d(pstrat).items()))
             cf = d(cstrat)
             seed = d(sstrat)
             return Case(o.name, fmt, r, c, grp, k, sp, ps, cf, seed)
