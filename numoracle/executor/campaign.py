@@ -259,12 +259,13 @@ def load_unit(units_dir: Path, unit: Unit) -> dict | None:
 def run_correct_stage(names, n_cases: int, backend: str, executor: str = "local", scheduler: str | None = None,
                       out_dir=None, *, data: dict | None = None, workers: int | None = None,
                       chunk: int | None = None, retries: int = 2, unit_fn=None, log=None, client=None,
-                      cluster_options=None) -> dict:
+                      cluster_options=None, kernels=None) -> dict:
     """Fill ``data["correct"]`` (created if absent) with every kernel of
     ``names`` over ``n_cases`` cases, run as units on ``executor``; returns
     ``data["correct"]``.  With ``out_dir``, unit results go to
     ``out_dir/units/`` and ``data`` to ``out_dir/campaign.json`` as kernels
-    complete.  ``unit_fn`` replaces ``run_correct_unit`` (tests)."""
+    complete.  ``kernels``: only these kernel names of each operator.
+    ``unit_fn`` replaces ``run_correct_unit`` (tests)."""
     from ..campaign import _save
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     data = {} if data is None else data
@@ -272,7 +273,7 @@ def run_correct_stage(names, n_cases: int, backend: str, executor: str = "local"
     out = Path(out_dir) if out_dir is not None else None
     units_dir = out / "units" if out is not None else None
     path = out / "campaign.json" if out is not None else None
-    units = [u for u in correct_units(names, n_cases, backend, chunk=chunk) if u.key not in res]
+    units = [u for u in correct_units(names, n_cases, backend, chunk=chunk, kernels=kernels) if u.key not in res]
     merger = Merger(units)
     todo = []
     for u in units:

@@ -33,10 +33,11 @@ def fuzz_units(op: str, kernel: str, backend: str, *, seeds=(0, 4), seeds_per_un
                examples: int = 20, mode: str = "statistical", seconds: float | None = None, formats=None,
                max_rows: int | None = 8, max_cols: int | None = 256, shrink: bool = True,
                shrink_seconds: float = 30.0, timeout: float = 60.0, isolate: bool = False,
-               expect: str = "accept") -> list[Unit]:
+               expect: str = "accept", params: dict | None = None) -> list[Unit]:
     """Units over every (group, seed chunk): seeds lo <= s < hi cut into
     chunks of ``seeds_per_unit``; each seed runs ``examples`` cases (or
-    ``seconds``) of one input group."""
+    ``seconds``) of one input group.  ``params``: ``{name: choices}``
+    overriding the operator's parameter choices (as ``strategies.cases``)."""
     from .. import operators
     from ..strategies import GROUPS
     o = operators.get(op)
@@ -51,7 +52,9 @@ def fuzz_units(op: str, kernel: str, backend: str, *, seeds=(0, 4), seeds_per_un
     settings = tuple(sorted({"examples": examples, "mode": mode, "seconds": seconds,
                              "formats": tuple(formats) if formats else None, "max_rows": max_rows,
                              "max_cols": max_cols, "shrink": shrink, "shrink_seconds": shrink_seconds,
-                             "timeout": timeout, "isolate": isolate, "expect": expect}.items()))
+                             "timeout": timeout, "isolate": isolate, "expect": expect,
+                             "params": tuple(sorted((k, tuple(v)) for k, v in (params or {}).items())) or None
+                             }.items()))
     return [Unit("fuzz", o.name, kernel, g, (s, min(s + seeds_per_unit, hi)), backend, settings)
             for g in groups for s in range(lo, hi, seeds_per_unit)]
 
@@ -68,7 +71,8 @@ def run_fuzz_unit(unit: Unit) -> dict:
     backend = backends.select(unit.backend)
     s = dict(unit.settings)
     strategy = cases(unit.op, groups=[unit.group], formats=list(s["formats"]) if s["formats"] else None,
-                     max_rows=s["max_rows"], max_cols=s["max_cols"])
+                     max_rows=s["max_rows"], max_cols=s["max_cols"],
+                     params={k: tuple(v) for k, v in s["params"]} if s.get("params") else None)
     out = {"unit": unit.id, "pid": os.getpid(), "groups": {}, "exit_reasons": {}, "counterexamples": [],
            "corpus": [], "seconds": 0.0, "statistical_only": 0}
     tmp = Path(tempfile.mkdtemp(prefix="numoracle-unit-"))

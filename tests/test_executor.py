@@ -1,0 +1,218 @@
+"""The executor layer (issue 9): units merged once per id give the serial
+correct stage's exact result; a Dask LocalCluster of two CPU workers on the
+interpreter runs the stage, survives a worker killed mid-run (its units run
+again elsewhere, none lost, none counted twice) and reports its dashboard."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from numoracle import backends, operators
+from numoracle.campaign import correct as C
+from numoracle.executor import Unit, map_units
+from numoracle.executor.campaign import (Merger, correct_units, load_unit, merge_kernel, run_correct_stage,
+                                         run_correct_unit, save_unit, sweep_cases, unit_cases)
+
+OP = "swiglu"                  # the cheapest operator on the interpreter, ~0.1 s a case
+KERNELS = ("correct", "flat")  # two of its kernels: each is interpreted cold once per worker
+N = 6                          # cases per kernel: six input groups, one case each
+
+
+def _strip(d):
+    return {k: v for k, v in d.items() if k != "seconds"}
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return backends.select("interpreter")
+
+
+@pytest.fixture(scope="module")
+def serial(backend):
+    """The serial stage's per-kernel results (what numoracle campaign writes)."""
+    op = operators.get(OP)
+    cl = C.cases(op, N)
+    return {f"{OP}/{k}": C.sweep_kernel(op, k, op.kernels[k], cl, backend, "cpu") for k in KERNELS}
+
+
+def test_units_partition_the_serial_cases(backend):
+    op = operators.get(OP)
+    for chunk in (None, 1):
+        units = correct_units([OP], 13, backend, chunk=chunk)
+        for k in op.kernel_specs:
+            got = sorted(c[0] for u in units if u.kernel == k for c in unit_cases(u))
+            assert got == [c[0] for c in C.cases(op, 13)]          # every case once, none twice
+    assert len({u.id for u in correct_units([OP], 13, backend, chunk=1)}) == len(correct_units([OP], 13, backend,
+                                                                                                 chunk=1))
+
+
+def test_split_sweep_merges_to_sweep_kernel_with_rejects(backend):
+    """The unit sweep, split per case and merged, equals sweep_kernel on a
+    faulty kernel (rejects, examples, widths) and on a correct one."""
+    op = operators.get("rms_norm")
+    # Llama casting: the one the fault (pair 5, x*rstd not rounded before the multiply by w) concerns
+    cl = [(s, g, f, sh, {**d, "casting": "llama", "offset": 0.0}) for s, g, f, sh, d in C.cases(op, 5)]
+    refs = []
+    for kern in (op.faulty_kernel("unrounded_multiply"), op.kernels["correct"]):
+        ref = C.sweep_kernel(op, "k", kern, cl, backend, "cpu")
+        refs.append(ref)
+        whole = merge_kernel([sweep_cases(op, "k", kern, cl, backend, "cpu")])
+        parts = [sweep_cases(op, "k", kern, [c], backend, "cpu") for c in reversed(cl)]
+        split = merge_kernel(parts)
+        assert _strip(whole) == _strip(ref)
+        assert _strip(split) == _strip(ref)
+    assert refs[0]["counts"]["fixed"].get("reject", 0) >= 1 and refs[0]["examples"]    # the faulty one
+    assert refs[1]["counts"]["fixed"] == {"accept": len(cl)}                             # the correct one
+
+
+def test_merger_counts_a_unit_once_and_unit_files_round_trip(backend, tmp_path, serial):
+    units = [u for u in correct_units([OP], N, backend) if u.kernel == "correct"]
+    m = Merger(units)
+    results = {u.id: run_correct_unit(u) for u in units}
+    for u in units:
+        assert m.add(u, results[u.id])
+        assert not m.add(u, results[u.id])                  # delivered twice: merged once
+        save_unit(tmp_path, u, results[u.id])
+        back = load_unit(tmp_path, u)
+        assert back is not None and _strip(merge_kernel([back])) == _strip(merge_kernel([results[u.id]]))
+    assert m.complete(f"{OP}/correct")
+    assert _strip(m.merged(f"{OP}/correct")) == _strip(serial[f"{OP}/correct"])
+    other = Unit("correct", OP, "correct", units[0].group, units[0].seeds, "interpreter", (("n_cases", N + 1),))
+    assert load_unit(tmp_path, other) is None               # another campaign's unit is not picked up
+
+
+class KillOnce:
+    """A unit function that kills its own worker process (SIGKILL) the first
+    time it runs one of ``victims``; a marker file (holding the killed pid)
+    makes the next attempt run normally."""
+
+    def __init__(self, marker_dir, victims):
+        self.marker_dir, self.victims = str(marker_dir), set(victims)
+
+    def __call__(self, unit):
+        if unit.id in self.victims:
+            marker = Path(self.marker_dir) / (unit.id.replace("/", "_").replace(":", "_") + ".killed")
+            try:
+                fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                pass
+            else:
+                os.write(fd, str(os.getpid()).encode())
+                os.close(fd)
+                os.kill(os.getpid(), signal.SIGKILL)
+        return run_correct_unit(unit)
+
+
+def test_local_executor_reruns_the_units_of_a_dead_process(tmp_path, backend):
+    """The local executor's process pool: the dead process's unit is run in a
+    fresh process; each unit is delivered once."""
+    units = [u for u in correct_units([OP], 2, backend) if u.kernel == "flat"]
+    victim = units[0].id
+    info = {}
+    got = list(map_units(units, KillOnce(tmp_path, [victim]), executor="local", workers=1, info=info))
+    assert sorted(u.id for u, _ in got) == sorted(u.id for u in units)
+    killed = int(next(tmp_path.glob("*.killed")).read_text())
+    res = dict((u.id, r) for u, r in got)
+    assert res[victim]["pid"] != killed
+    assert info["resubmitted"] == 1
+
+
+needs_dask = pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
+                                reason="dask extra not installed (pip install 'numoracle[dask]')")
+
+
+@pytest.fixture(scope="module")
+def client():
+    import distributed
+
+    from numoracle.executor.core import start_cluster, wait_for_workers
+    cluster = start_cluster("interpreter", 2, memory_limit="2GiB", silence_logs=50)
+    c = distributed.Client(cluster)
+    wait_for_workers(c, 2)
+    yield c
+    c.close()
+    cluster.close()
+
+
+@needs_dask
+def test_dask_correct_stage_equals_serial_and_reports_dashboard(client, serial, tmp_path, backend):
+    data = {}
+    res = run_correct_stage([OP], N, backend, "dask", out_dir=tmp_path, data=data, client=client,
+                            log=lambda s: None, kernels=KERNELS)
+    assert set(res) == set(serial)
+    for k in serial:
+        assert res[k]["groups"] == serial[k]["groups"]      # the same counts per input group
+        assert _strip(res[k]) == _strip(serial[k])          # and everything else
+    ex = data["executor"]["correct"]
+    assert ex["executor"] == "dask" and ex["workers"] == 2 and ex["units_run"] == len(correct_units([OP], N, backend,
+                                                                                                kernels=KERNELS))
+    assert ex["dashboard"].startswith("http://")
+    with urllib.request.urlopen(ex["dashboard"].rsplit("/", 1)[0] + "/health", timeout=10) as r:
+        assert r.read() == b"ok"
+    on_disk = json.loads((tmp_path / "campaign.json").read_text())
+    assert on_disk["correct"][f"{OP}/correct"]["groups"] == serial[f"{OP}/correct"]["groups"]
+    # resumed: nothing left to run, the same result
+    again = {"correct": {}}
+    run_correct_stage([OP], N, backend, "dask", out_dir=tmp_path, data=again, client=client, log=lambda s: None,
+                      kernels=KERNELS)
+    assert again["executor"]["correct"]["units_run"] == 0
+    assert {k: _strip(v) for k, v in again["correct"].items()} == {k: _strip(v) for k, v in res.items()}
+
+
+@needs_dask
+@pytest.mark.parametrize("allowed_failures", [None, 0])
+def test_dask_worker_killed_mid_run(client, serial, tmp_path, backend, allowed_failures):
+    """A unit kills its worker the first time it runs.  With the scheduler's
+    default allowed failures the scheduler reschedules it on the other (or the
+    restarted) worker; with 0 the client sees KilledWorker and submits it
+    again itself.  Either way every unit is merged exactly once and the result
+    equals the serial stage's."""
+    units = correct_units([OP], N, backend, kernels=KERNELS)
+    victims = [units[len(units) // 3 + (allowed_failures is None)].id]
+    old = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.allowed_failures)
+    if allowed_failures is not None:
+        client.run_on_scheduler(lambda dask_scheduler, n=allowed_failures: setattr(dask_scheduler,
+                                                                                    "allowed_failures", n))
+    try:
+        data = {}
+        res = run_correct_stage([OP], N, backend, "dask", data=data, client=client, log=lambda s: None,
+                                unit_fn=KillOnce(tmp_path, victims), kernels=KERNELS)
+    finally:
+        client.run_on_scheduler(lambda dask_scheduler, n=old: setattr(dask_scheduler, "allowed_failures", n))
+    killed = sorted(tmp_path.glob("*.killed"))
+    assert len(killed) == len(victims)                      # the kills did happen
+    for k in serial:
+        assert _strip(res[k]) == _strip(serial[k])          # nothing lost, nothing counted twice
+    ex = data["executor"]["correct"]
+    assert ex["units_run"] == len(units)
+    if allowed_failures == 0:
+        # the client's own resubmission was used: for the victim, and for any unit that was
+        # assigned to the killed worker with it (KilledWorker too, with no allowed failures)
+        assert ex["resubmitted"] >= 1
+
+
+@needs_dask
+def test_dask_fuzz_units_merge_and_stream_corpus(client, tmp_path, backend):
+    """Fuzz units of a faulty kernel: statistics merged per group, the shrunk
+    counterexample's corpus case written on the client and replayable."""
+    from numoracle import corpus
+    from numoracle.executor.fuzz import fuzz_units, run_fuzz
+    units = fuzz_units("rms_norm", "faulty:unrounded_multiply", backend, seeds=(0, 2), groups=["calibration"],
+                       examples=4, max_rows=4, max_cols=64, shrink_seconds=5.0,
+                       params={"casting": ("llama",), "offset": (0.0,)})
+    res = run_fuzz(units, executor="dask", client=client, corpus=tmp_path / "corpora", log=lambda s: None)
+    assert res["units_done"] == len(units) == 2
+    assert set(res["groups"]) == {"calibration"}
+    assert res["totals"]["cases"] == res["groups"]["calibration"]["cases"] >= 1
+    assert res["found"] and res["counterexamples"]
+    saved = [Path(s) for s in res["saved"]]
+    assert saved and all((s / "case.json").exists() for s in saved)
+    assert not list((tmp_path / "corpora").rglob(".tmp-*"))
+    r = corpus.replay(saved[0], backend="interpreter")
+    assert r["reproduced"]
