@@ -255,6 +255,13 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None) -> Tracked:
     for src, other_c, left in ((a, b.c, True), (b, a.c, False)):
         for k, t in src.form.shared.items():
             coef = t.coef.expand(src.c.shape)
+            # a symbol that is one variable along K (extent 1 there) adds up with
+            # its sign across the dot: it stays a shared symbol of the output
+            k_axis = -1 if left else 0
+            if t.s.dim() == src.c.dim() and t.s.shape[k_axis] == 1:
+                fm = FM.add(fm, FM.Form({k: FM.Term(coef @ other_c if left else other_c @ coef, t.s)}),
+                            ctx.condensed)
+                continue
             prov, label = ctx.symbols[k]
             ab = (coef.abs() @ other_c.abs()) if left else (other_c.abs() @ coef.abs())
             var = ((coef * t.s).square() @ other_c.square()) if left else (other_c.square() @ (coef * t.s).square())
