@@ -192,3 +192,43 @@ def test_liger_jsd_accepted(dt):
     assert v.status == "accept", v.explain()
     wrong, _ = jsd_forward(x.clone(), t.clone(), None, 0.1, -100, False)
     assert no.check(jsd_ref, wrong, (x, t), {"beta": 0.5}, backend="interpreter").status == "reject"
+
+
+# --------------------------------------------------------------------------- registry rope / jsd
+def _registered(name):
+    if name not in operators.names() or "liger" not in operators.get(name).kernel_specs:
+        pytest.skip(f"no {name} operator registered (ops_liger.py)")
+    return operators.get(name)
+
+
+@pytest.mark.parametrize("dt", sorted(DTYPES))
+def test_liger_rope_accepted_against_the_registered_operator(dt):
+    op = _registered("rope")
+    for seed in (0, 1):                      # fp32 tables (even seeds) and tables in q's format (odd)
+        inputs, params = op.example(seed, dtype=DTYPES[dt], family="calibration", rows=4, cols=64)
+        outs = op.kernels["liger"](*inputs, **params)
+        v = no.check(op.reference, outs, inputs, params, backend="interpreter")
+        assert v.status == "accept", v.explain()
+
+
+def test_liger_jsd_registered_operator_fp32_accepted_and_bf16_loss_format_finding():
+    op = _registered("jsd")
+    for seed in range(3):                    # the three beta regimes
+        inputs, params = op.example(seed, dtype=torch.float32, family="calibration", rows=4, cols=96)
+        v = no.check(op.reference, op.kernels["liger"](*inputs, **params), inputs, params, backend="interpreter")
+        assert v.status == "accept", v.explain()
+    # bf16: Liger 0.8.5 returns the loss cast to the input's format, the registered reference in fp32
+    inputs, params = op.example(0, dtype=torch.bfloat16, family="calibration", rows=4, cols=96)
+    loss, dx = op.kernels["liger"](*inputs, **params)
+    assert loss.dtype == torch.bfloat16
+    with pytest.raises(InvalidArgument, match="is bf16 but"):
+        no.check(op.reference, (loss, dx), inputs, params, backend="interpreter")
+    ref = op.reference
+
+    @no.reference
+    def jsd_liger_085(x, y, labels, *, beta=0.5, ignore_index=-100):
+        out = ref.fn(x, y, labels, beta=beta, ignore_index=ignore_index)
+        return out[0].to(x.format), out[1]
+
+    v = no.check(jsd_liger_085, (loss, dx), inputs, params, backend="interpreter")
+    assert v.status == "accept", v.explain()

@@ -14,10 +14,14 @@ see tests/test_liger.py):
 
 * ``layer_norm``: Liger stores Mean and RSTD in **fp32**; OPERATORS.md (and
   our reference) store them in x's format.  ``y`` is computed the same way.
-* ``softmax``: Liger's kernel does **not** widen bf16 inputs to fp32: the
-  max-shift ``x - m``, ``exp`` and the division are bf16 operations (each
-  rounded to bf16), and ``tl.sum`` of the bf16 exponentials; our reference
-  widens to fp32 first.
+* ``jsd`` (the operator registered by ops_liger): Liger returns the loss
+  cast to the input's format (bf16 for bf16 inputs); the registered
+  reference stores it in fp32.  ``dx`` and the loss value agree.
+* ``cross_entropy``: only reduction='none' can be judged per row (Liger
+  returns the host sum of the per-row losses for 'mean'/'sum').
+
+Liger's bf16 softmax loads bf16 but ``tl.max`` promotes to fp32, so the
+shift, exp, sum and division run in fp32, as our reference says.
 """
 
 from __future__ import annotations
@@ -98,6 +102,25 @@ def liger_cross_entropy(logits, labels, *, ignore_index=-100, reduction="mean"):
     return loss
 
 
+def liger_rope(q, k, cos, sin):
+    """Our rope operator's layout: q [B, T, Hq, D], k [B, T, Hk, D]; Liger's
+    ``rope_forward`` takes the logical [B, H, T, D] view of the same storage,
+    rotates in place and returns that view."""
+    from liger_kernel.ops.rope import rope_forward
+
+    qo, ko, *_ = rope_forward(_c(q).transpose(1, 2), _c(k).transpose(1, 2), _c(cos), _c(sin))
+    return qo.transpose(1, 2).contiguous(), ko.transpose(1, 2).contiguous()
+
+
+def liger_jsd(x, y, labels, *, beta=0.5, ignore_index=-100):
+    """Our jsd operator's outputs (loss, dx).  Liger returns the loss cast to
+    the input's format (fp32 host sum, then ``.to(input.dtype)``)."""
+    from liger_kernel.ops.jsd import jsd_forward
+
+    loss, dx = jsd_forward(_c(x), _c(y), _c(labels), beta, ignore_index, True)
+    return loss, dx
+
+
 def liger_kl_div(y_pred, y_true, *, reduction="batchmean", eps=1e-10, log_target=False):
     from liger_kernel.ops.kl_div import kldiv_forward_triton
 
@@ -155,6 +178,8 @@ ADAPTERS = {
     "geglu": _M + "liger_geglu",
     "cross_entropy": _M + "liger_cross_entropy",
     "softmax": _M + "liger_softmax",
+    "rope": _M + "liger_rope",          # attached when ops_liger registered the operator
+    "jsd": _M + "liger_jsd",
 }
 
 
