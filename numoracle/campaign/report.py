@@ -94,7 +94,11 @@ def _fmt(x, digits=3) -> str:
 
 def _table(head: list[str], rows: list[list], cls: str = "") -> str:
     h = "".join(f"<th>{html.escape(str(c))}</th>" for c in head)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    def td(c):
+        text = str(c)
+        numeric = text.replace(".", "", 1).replace("-", "", 1).replace("e", "", 1).replace("/", "").replace(" ", "").replace("+", "").isdigit()
+        return f"<td>{text}</td>" if numeric or text in ("–", "") else f"<td class='t'>{text}</td>"
+    body = "".join("<tr>" + "".join(td(c) for c in r) + "</tr>" for r in rows)
     return f'<table class="{cls}"><thead><tr>{h}</tr></thead><tbody>{body}</tbody></table>'
 
 
@@ -228,7 +232,7 @@ def kill_heatmap(mutation: dict) -> str:
 CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#222}
 h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:8px 0;font-size:12px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}
-th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.bad{background:#ffe3e3}.ok{background:#e6fcf5}
+th{background:#f3f3f3}td.t{text-align:left}td:first-child,th:first-child{text-align:left}.bad{background:#ffe3e3}.ok{background:#e6fcf5}
 .meta{color:#555}.plots{display:flex;flex-wrap:wrap;gap:8px}"""
 
 
@@ -250,9 +254,12 @@ def headline(data: dict) -> dict:
         h["kills"] = m.get("kills")
     rp = data.get("replays") or []
     if rp:
-        h["replays_exposed"] = sum(1 for r in rp if r.get("faulty_rejected"))
-        h["replays"] = len(rp)
-        h["controls_rejected"] = sum(1 for r in rp if r.get("control_rejections"))
+        pairs = sorted({r["pair"] for r in rp})
+        h["change_pairs"] = len(pairs)
+        h["change_pairs_exposed"] = sum(1 for p in pairs if any(r.get("faulty_rejected") for r in rp if r["pair"] == p))
+        h["change_pairs_passed"] = sum(1 for p in pairs if any(r.get("faulty_rejected") for r in rp if r["pair"] == p)
+                                       and not any(r.get("control_rejections") for r in rp if r["pair"] == p))
+        h["controls_rejected_runs"] = sum(r.get("control_rejections", 0) for r in rp)
     return h
 
 
