@@ -47,7 +47,9 @@ def cases(op, n: int, groups=None, seed0: int = 1000):
     fmts = [f for f in op.domain.formats if f in DT] or ["bf16"]
     shp = shapes(op)
     choices = list(op.domain.params.items())
-    return [(seed0 + i, groups[i % len(groups)], fmts[(i // len(groups)) % len(fmts)], shp[i % len(shp)],
+    # formats change from one case to the next (so a short run sees all of them) and, over
+    # len(groups) * len(fmts) cases, every group meets every format
+    return [(seed0 + i, groups[i % len(groups)], fmts[(i + i // len(groups)) % len(fmts)], shp[i % len(shp)],
              {k: v[(i // 3 + j) % len(v)] for j, (k, v) in enumerate(choices)})
             for i in range(n)]
 

@@ -59,7 +59,7 @@ PAIRS = (
     Pair(13, "vLLM block fp8 matmul", "BLOCK_K larger than the scale group applies the wrong scales",
          "w8a8_block_fp8_matmul", "bk_over_group"),
     Pair(14, "vLLM group quant (UE8M0)", "absmax floored instead of the scale before the power-of-two round-up",
-         "per_token_group_quant_fp8", "floor_absmax"),
+         "per_token_group_quant_fp8", "floor_absmax", params={"ue8m0": True}),
     Pair(15, "sglang/vLLM group quant", "fp8 max hard-coded to 224 on an e4m3fn device", "per_token_group_quant_fp8",
          "max224"),
     Pair(16, "rounding parity", "an fp8 tie rounded away from even", "per_token_group_quant_fp8", "ties_away"),
