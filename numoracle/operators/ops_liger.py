@@ -43,7 +43,8 @@ def rope(q, k, cos, sin):
 @no.reference
 def jsd(x, y, labels, *, beta=0.5, ignore_index=IGNORE_INDEX):
     """Liger generalised JSD over log-probabilities x = log Q (input), y = log P (target):
-    outputs (loss: fp32 host sum of the per-element fp32 losses, dx in x's format).
+    outputs (loss: fp32 host sum of the per-element fp32 losses, cast to x's format as Liger
+    returns it; dx in x's format).
 
     fp32 after widening; max-shifted exponentials exp(z − m)·exp(m); β = 0: loss = P·(y − x),
     dx = −P; β = 1: loss = Q·(x − y), dx = loss + Q; otherwise M = βP + (1 − β)Q,
@@ -76,7 +77,7 @@ def jsd(x, y, labels, *, beta=0.5, ignore_index=IGNORE_INDEX):
     loss = no.where(k2, loss * scale, 0.0)
     dx = no.where(k2, dx * scale, 0.0)
     n = loss.shape[0] * loss.shape[1]
-    return no.sum(loss.reshape(n), axis=-1), dx.to(x.format)
+    return no.sum(loss.reshape(n), axis=-1).to(x.format), dx.to(x.format)
 
 
 def _next_pow2(n: int) -> int:

@@ -14,8 +14,9 @@ Precision plan, per row (one program, the row in one BLOCK), all fp32 after wide
 * loss and dx times scale = 1/n (n the non-ignored row count; 1/n rounded once to fp32 on the
   host); ignored rows give 0.
 
-The per-element loss is stored in fp32 and summed on the host (``torch.sum``, fp32); dx is stored
-in x's format. Returns ``(loss, dx)``: loss a 0-d fp32 tensor.
+The per-element loss is stored in fp32 and summed on the host (``torch.sum``, fp32), the sum cast
+to x's format (as Liger returns it); dx is stored in x's format. Returns ``(loss, dx)``: loss a
+0-d tensor in x's format.
 """
 
 from __future__ import annotations
@@ -136,14 +137,14 @@ def _launch(x, y, labels, beta, ignore_index, exp_form, rows, num_warps, fault_d
         _jsd_rows_kernel[(triton.cdiv(n_rows, rows),)](x, y, labels, loss, dx, n_rows, n_cols,
                                                        scale, int(ignore_index), ROWS=rows,
                                                        **consts)
-    return torch.sum(loss), dx
+    return torch.sum(loss).to(x.dtype), dx
 
 
 def jsd(x, y, labels, *, beta=0.5, ignore_index=-100, num_warps=4):
     """Liger generalised JSD forward (and the gradient over x), one program per row.
 
-    Precision plan: the module docstring's. Returns ``(loss, dx)``: loss 0-d fp32, dx in x's
-    format.
+    Precision plan: the module docstring's. Returns ``(loss, dx)``: loss 0-d and dx, both in
+    x's format.
     """
     return _launch(x, y, labels, beta, ignore_index, "exp", 1, num_warps)
 
