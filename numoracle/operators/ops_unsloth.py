@@ -275,13 +275,15 @@ _register(Operator(
 _register(Operator(
     "geglu_exact_backward", "unsloth", geglu_exact_backward, {
         "correct": _GG + "geglu_exact_backward",
-        "small_block": _GG + "geglu_exact_backward_small_block"},
+        "small_block": _GG + "geglu_exact_backward_small_block",
+        "rows": _GG + "geglu_exact_backward_rows"},
     _ex_geglu_bwd, backward=True, faulty={"tanh_form": _GG + "geglu_approx_backward"}))
 
 _register(Operator(
     "geglu_approx_backward", "unsloth", geglu_approx_backward, {
         "correct": _GG + "geglu_approx_backward",
-        "small_block": _GG + "geglu_approx_backward_small_block"},
+        "small_block": _GG + "geglu_approx_backward_small_block",
+        "rows": _GG + "geglu_approx_backward_rows"},
     _ex_geglu_bwd, backward=True, faulty={"erf_form": _GG + "geglu_exact_backward"}))
 
 assert all(n in REGISTRY for n in ("rms_layernorm", "cross_entropy_loss", "geglu_exact"))

@@ -117,13 +117,8 @@ def geglu_approx_small_block(e, g, *, num_warps=2):
 # ------------------------------------------------------------------------------- backward
 
 @triton.jit
-def _bwd_flat_kernel(dh_ptr, e_ptr, g_ptr, h_ptr, df_ptr, de_ptr, n_elements, FORM: tl.constexpr,
-                     BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n_elements
-    dh = tl.load(dh_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    e = tl.load(e_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    g = tl.load(g_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+def _bwd_math(dh, e, g, FORM: tl.constexpr):
+    """(h, df, de) in fp32 from fp32 dh, e, g (the module docstring's order of operations)."""
     if FORM == "exact":
         fp = 0.5 * (tl.math.erf(0.7071067811865476 * e) + 1.0)
         f = fp * e
@@ -136,20 +131,53 @@ def _bwd_flat_kernel(dh_ptr, e_ptr, g_ptr, h_ptr, df_ptr, de_ptr, n_elements, FO
         q2 = -T2 * (T - 2.0) * (a + 3.0 * b)
         dfde = T2 + q2
         f = T2 * e
-    tl.store(h_ptr + offs, f * g, mask=mask)
-    tl.store(df_ptr + offs, dh * f, mask=mask)
-    tl.store(de_ptr + offs, (dh * g) * dfde, mask=mask)
+    return f * g, dh * f, (dh * g) * dfde
 
 
-def _backward(dh, e, g, form, block, num_warps):
+@triton.jit
+def _bwd_flat_kernel(dh_ptr, e_ptr, g_ptr, h_ptr, df_ptr, de_ptr, n_elements, FORM: tl.constexpr,
+                     BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n_elements
+    dh = tl.load(dh_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    e = tl.load(e_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(g_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    h, df, de = _bwd_math(dh, e, g, FORM)
+    tl.store(h_ptr + offs, h, mask=mask)
+    tl.store(df_ptr + offs, df, mask=mask)
+    tl.store(de_ptr + offs, de, mask=mask)
+
+
+@triton.jit
+def _bwd_row_kernel(dh_ptr, e_ptr, g_ptr, h_ptr, df_ptr, de_ptr, n_cols, FORM: tl.constexpr,
+                    BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    offs = row * n_cols + cols
+    dh = tl.load(dh_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    e = tl.load(e_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(g_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    h, df, de = _bwd_math(dh, e, g, FORM)
+    tl.store(h_ptr + offs, h, mask=mask)
+    tl.store(df_ptr + offs, df, mask=mask)
+    tl.store(de_ptr + offs, de, mask=mask)
+
+
+def _backward(dh, e, g, form, block, num_warps, mapping="flat"):
     _check(e, g, form)
     if dh.shape != g.shape:
         raise ValueError(f"dh must have g's shape {tuple(g.shape)}, got {tuple(dh.shape)}")
     dh2, e2, g2 = as_rows(dh), as_rows(e), as_rows(g)
     h, df, de = torch.empty_like(g2), torch.empty_like(g2), torch.empty_like(e2)
-    n = g2.numel()
-    _bwd_flat_kernel[(triton.cdiv(n, block),)](dh2, e2, g2, h, df, de, n, FORM=form, BLOCK=block,
-                                               num_warps=num_warps)
+    if mapping == "flat":
+        n = g2.numel()
+        _bwd_flat_kernel[(triton.cdiv(n, block),)](dh2, e2, g2, h, df, de, n, FORM=form,
+                                                   BLOCK=block, num_warps=num_warps)
+    else:
+        n_rows, n_cols = g2.shape
+        _bwd_row_kernel[(n_rows,)](dh2, e2, g2, h, df, de, n_cols, FORM=form,
+                                   BLOCK=full_row_block(n_cols, block), num_warps=num_warps)
     return h.reshape(g.shape), df.reshape(g.shape), de.reshape(e.shape)
 
 
@@ -164,6 +192,11 @@ def geglu_exact_backward_small_block(dh, e, g, *, num_warps=2):
     return _backward(dh, e, g, "exact", 128, num_warps)
 
 
+def geglu_exact_backward_rows(dh, e, g, *, num_warps=4):
+    """As :func:`geglu_exact_backward`, one program per row."""
+    return _backward(dh, e, g, "exact", None, num_warps, mapping="row")
+
+
 def geglu_approx_backward(dh, e, g, *, block=1024, num_warps=4):
     """Unsloth tanh-GELU GeGLU backward: returns ``(h, df, de)`` as
     :func:`geglu_exact_backward`."""
@@ -173,3 +206,8 @@ def geglu_approx_backward(dh, e, g, *, block=1024, num_warps=4):
 def geglu_approx_backward_small_block(dh, e, g, *, num_warps=2):
     """As :func:`geglu_approx_backward` with 128-element blocks."""
     return _backward(dh, e, g, "approx", 128, num_warps)
+
+
+def geglu_approx_backward_rows(dh, e, g, *, num_warps=4):
+    """As :func:`geglu_approx_backward`, one program per row."""
+    return _backward(dh, e, g, "approx", None, num_warps, mapping="row")
