@@ -1,0 +1,80 @@
+"""The quick campaign: deterministic, small, and judged the way the full one is."""
+import json
+
+import pytest
+
+from numoracle.campaign import campaign
+from numoracle.campaign import correct as C
+from numoracle.campaign.report import headline, load, render_html, render_markdown, write
+from numoracle.errors import InvalidArgument
+
+OPS = ["rms_norm", "cross_entropy", "per_token_group_quant_fp8"]
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    out = tmp_path_factory.mktemp("campaign")
+    data = campaign(out, backend="interpreter", size="quick", ops=OPS, stages=("correct", "replays"),
+                    log=lambda s: None)
+    return out, data
+
+
+def test_no_false_alarm_on_correct_kernels_and_variants(quick):
+    _, data = quick
+    h = headline(data)
+    assert h["correct_runs"] >= 4 * 8
+    assert h["false_alarms_statistical"] == 0 and h["false_alarms_fixed"] == 0
+
+
+def test_change_pairs_exposed_and_controls_accepted(quick):
+    _, data = quick
+    rp = [r for r in data["replays"] if "skipped" not in r]
+    assert all(r["control_rejections"] == 0 for r in rp), [r["pair"] for r in rp if r["control_rejections"]]
+    h = headline(data)
+    assert h["change_pairs_exposed"] >= 13, [(r["pair"], r["operator"]) for r in data["replays"] if not r["faulty_rejected"]]
+    exposed = [r for r in rp if r["faulty_rejected"]]
+    assert all(r["exposed_by"] and r["first_counterexample"]["explain"].startswith("Kernel output outside")
+               for r in exposed)
+
+
+def test_resumes_without_recomputing(quick, monkeypatch):
+    out, data = quick
+    def boom(*a, **k):
+        raise AssertionError("a finished kernel was run again")
+    monkeypatch.setattr(C, "sweep_kernel", boom)
+    again = campaign(out, backend="interpreter", size="quick", ops=OPS, stages=("correct", "replays"),
+                     log=lambda s: None)
+    assert again["correct"] == json.loads(json.dumps(data["correct"]))
+
+
+def test_a_different_campaign_in_the_same_directory_is_refused(quick):
+    out, _ = quick
+    with pytest.raises(InvalidArgument, match="holds a campaign"):
+        campaign(out, backend="interpreter", size="quick", ops=["softmax"], stages=("correct",), log=lambda s: None)
+
+
+def test_report_has_every_section(quick):
+    out, _ = quick
+    html_path, md_path = write(out)
+    page = html_path.read_text()
+    for section in ("Headline", "Correct kernels", "Per input group", "Width histograms", "Historical change pairs"):
+        assert section in page
+    assert page.count("<svg") >= 2 and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
+    md = md_path.read_text()
+    assert "| pair |" in md and "## Correct kernels and variants" in md
+
+
+def test_report_refuses_what_is_not_a_campaign(tmp_path):
+    (tmp_path / "campaign.json").write_text("{\"x\": 1}")
+    with pytest.raises(InvalidArgument, match="not a numoracle campaign"):
+        load(tmp_path)
+    (tmp_path / "campaign.json").write_text("{broken")
+    with pytest.raises(InvalidArgument, match="not valid JSON"):
+        load(tmp_path)
+    with pytest.raises(InvalidArgument, match="no campaign results"):
+        load(tmp_path / "nowhere")
+
+
+def test_render_tolerates_skipped_stages():
+    data = {"meta": {"backend": "interpreter"}, "correct": {"x/correct": {"skipped": "ImportError('liger')"}}}
+    assert "skipped" in render_html(data) and "# numoracle campaign" in render_markdown(data)
