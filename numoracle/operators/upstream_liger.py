@@ -14,9 +14,8 @@ see tests/test_liger.py):
 
 * ``layer_norm``: Liger stores Mean and RSTD in **fp32**; OPERATORS.md (and
   our reference) store them in x's format.  ``y`` is computed the same way.
-* ``jsd`` (the operator registered by ops_liger): Liger returns the loss
-  cast to the input's format (bf16 for bf16 inputs); the registered
-  reference stores it in fp32.  ``dx`` and the loss value agree.
+* ``jsd``: Liger returns the summed loss cast to the input's format (bf16
+  for bf16 inputs); the registered reference does the same since 16a34d1.
 * ``cross_entropy``: only reduction='none' can be judged per row (Liger
   returns the host sum of the per-row losses for 'mean'/'sum').
 
