@@ -88,13 +88,24 @@ def check(program, outputs, inputs, params=None, *, mode="statistical", backend=
           p=1e-6, profile=None, nonfinite="error", confirm=True) -> Verdict:
     """Judge kernel ``outputs`` against ``program`` on ``inputs``.  Never raises on
     a bad kernel: the verdict says accept, reject or uncertified."""
+    return check_modes(program, outputs, inputs, params, modes=(mode,), backend=backend, p=p,
+                       profile=profile, nonfinite=nonfinite, confirm=confirm)[mode]
+
+
+def check_modes(program, outputs, inputs, params=None, *, modes=MODES, backend="interpreter",
+                p=1e-6, profile=None, nonfinite="error", confirm=True) -> dict:
+    """``check`` in several modes from one run of the reference program (the
+    regions are the same; only the radius used differs): mode -> Verdict."""
+    modes = tuple(modes)
+    mode = modes[0] if modes else None
     if not isinstance(program, Reference):
         if callable(program):
             program = reference(program)
         else:
             raise InvalidArgument(f"program must be a @no.reference function, got {program!r}.")
-    if mode not in MODES:
-        raise InvalidArgument(f"mode={mode!r}: expected 'statistical' or 'fixed' (fixed-input).")
+    for m in modes or (None,):
+        if m not in MODES:
+            raise InvalidArgument(f"mode={m!r}: expected 'statistical' or 'fixed' (fixed-input).")
     if nonfinite not in NONFINITE_POLICIES:
         raise InvalidArgument(f"nonfinite={nonfinite!r}: expected one of {NONFINITE_POLICIES}.")
     if not isinstance(inputs, (tuple, list)):
@@ -114,7 +125,7 @@ def check(program, outputs, inputs, params=None, *, mode="statistical", backend=
             raise InvalidArgument(f"{program.name} returned a {type(r).__name__} as output {j}; a reference "
                                   f"program must return tracked tensors derived from its inputs.")
     n_total = sum(r.c.numel() for r in refs)
-    judgements, decoded, names = [], [], []
+    decoded, names, regions = [], [], []
     for j, (r, y) in enumerate(zip(refs, kernel_outs)):
         name = f"out{j}" if len(refs) > 1 else "y"
         fmt = r.fmt
@@ -137,24 +148,26 @@ def check(program, outputs, inputs, params=None, *, mode="statistical", backend=
             yv = yv.to(r.c.device)
         decoded.append(yv)
         names.append(name)
-        if QZ.is_quant_output(r):
-            judgements.append(None)     # judged below in two steps, once its group's scales are decoded
-            continue
-        reg = region_of(r, n_total, p)
-        judgements.append(_judge(name, reg, yv, mode))
-    if any(o is None for o in judgements):
-        for j, o in QZ.judge(refs, decoded, names).items():
-            judgements[j] = o
+        # a quantizer's outputs are judged below in two steps, once its group's scales are decoded
+        regions.append(None if QZ.is_quant_output(r) else region_of(r, n_total, p))
+    quant = {}
+    if any(reg is None for reg in regions):
+        quant = QZ.judge(refs, decoded, names)
         assumptions = dataclasses.replace(
             assumptions, implementation=tuple(assumptions.implementation) + QZ.Q.ASSUMPTIONS)
     cert = Certificate(ctx.sites, inputs=policy)
-    status = _status(judgements)
-    v = Verdict(status, program.name, mode, p, judgements, cert, assumptions)
-    if mode == "statistical" and status == "reject" and confirm:
-        fixed_rejects = any(bool(o.fixed_rejected.any()) for o in judgements)
-        v.confirmation = "confirmed" if fixed_rejects else "statistical-only"
-    v._explainer = (program, inputs, params, prof, nonfinite)
-    return v
+    verdicts = {}
+    for m in modes:
+        judgements = [quant[j] if reg is None else _judge(names[j], reg, decoded[j], m)
+                      for j, reg in enumerate(regions)]
+        status = _status(judgements)
+        v = Verdict(status, program.name, m, p, judgements, cert, assumptions)
+        if m == "statistical" and status == "reject" and confirm:
+            fixed_rejects = any(bool(o.fixed_rejected.any()) for o in judgements)
+            v.confirmation = "confirmed" if fixed_rejects else "statistical-only"
+        v._explainer = (program, inputs, params, prof, nonfinite)
+        verdicts[m] = v
+    return verdicts
 
 
 def _judge(name, reg, y, mode) -> OutputJudgement:

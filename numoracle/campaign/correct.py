@@ -14,7 +14,7 @@ import traceback
 import torch
 
 from .. import formats as F
-from ..check import check
+from ..check import check_modes
 from ..strategies import GROUPS
 
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -106,8 +106,7 @@ def sweep_kernel(op, kname, kernel, case_list, backend, dev, progress=None) -> d
             outs = kernel(*[t.clone() if isinstance(t, torch.Tensor) else t for t in inputs], **params)
             if dev == "cuda":
                 torch.cuda.synchronize()
-            for mode in MODES:
-                v = check(op.reference, outs, inputs, params, mode=mode, backend=backend)
+            for mode, v in check_modes(op.reference, outs, inputs, params, modes=MODES, backend=backend).items():
                 g[mode][v.status] = g[mode].get(v.status, 0) + 1
                 w, q, t = widths(v)
                 wid[mode].append(w)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..check import check
+from ..check import check, check_modes
 from . import correct as C
 
 
@@ -119,8 +119,7 @@ def replay(p: Pair, n_cases: int, backend: str, dev: str, baselines=None) -> dic
                                                        "explain": vf.explain()[:2500]}
                 else:
                     res["faulty_statistical_only"] += 1
-            for mode in C.MODES:
-                vc = check(op.reference, yc, inputs, params, mode=mode, backend=backend)
+            for vc in check_modes(op.reference, yc, inputs, params, modes=C.MODES, backend=backend).values():
                 if vc.status == "reject":
                     res["control_rejections"] += 1
             if baselines is not None:
