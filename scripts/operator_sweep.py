@@ -19,12 +19,42 @@ from numoracle import backends, operators
 from numoracle.campaign import correct
 
 
+def _unit(args):
+    """One kernel's sweep in a worker process (spawned: CUDA does not survive fork)."""
+    name, kname, n, backend_name = args
+    from numoracle import backends as B, operators as O
+    backend = B.select(backend_name)
+    dev = B.device(backend)
+    op = O.get(name)
+    try:
+        kernel = op.kernels[kname]
+    except Exception as exc:
+        return f"{name}/{kname}", {"skipped": repr(exc)[:300]}
+    return f"{name}/{kname}", correct.sweep_kernel(op, kname, kernel, correct.cases(op, n), backend, dev)
+
+
+def _parallel(names, n, backend, jobs, log):
+    import multiprocessing as mp
+    units = [(name, k, n, backend) for name in names for k in operators.get(name).kernel_specs]
+    results = {}
+    with mp.get_context("spawn").Pool(jobs) as pool:
+        for key, res in pool.imap_unordered(_unit, units):
+            results[key] = res
+            if "counts" in res:
+                log(f"{key}: stat {res['counts']['statistical']} fixed {res['counts']['fixed']} "
+                    f"errors {res['errors']} ({res['seconds']}s)")
+            else:
+                log(f"{key}: skipped {res['skipped']}")
+    return dict(sorted(results.items()))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--backend", default="interpreter")
     ap.add_argument("--cases", type=int, default=20)
     ap.add_argument("--ops", default="", help="comma-separated operator names (default: all)")
     ap.add_argument("--out", default="")
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes (kernels are spread over them)")
     a = ap.parse_args(argv)
     backend = backends.select(a.backend)
     dev = backends.device(backend)
@@ -33,7 +63,10 @@ def main(argv=None):
     report = {"backend": backend, "device": torch.cuda.get_device_name() if dev == "cuda" else "cpu",
               "torch": torch.__version__, "python": platform.python_version(), "cases_per_kernel": a.cases,
               "date": time.strftime("%Y-%m-%d"),
-              "results": correct.run(names, a.cases, backend, dev, log=lambda s: print(s, flush=True))}
+              "jobs": a.jobs}
+    log = (lambda s: print(s, flush=True))
+    report["results"] = (_parallel(names, a.cases, backend, a.jobs, log) if a.jobs > 1
+                         else correct.run(names, a.cases, backend, dev, log=log))
     report["seconds"] = round(time.time() - t0, 1)
     if a.out:
         with open(a.out, "w") as fh:
