@@ -120,6 +120,11 @@ def sweep_kernel(op, kname, kernel, case_list, backend, dev, progress=None) -> d
                 if v.status == "reject" and len(examples) < 3:
                     examples.append({"seed": seed, "group": group, "format": fmt, "shape": [rows, cols],
                                      "params": drawn, "mode": mode, "explain": v.explain()[:2000]})
+        except NotImplementedError as exc:      # a kernel that does not cover these parameters
+            g["unsupported"] = g.get("unsupported", 0) + 1
+            if len(examples) < 3:
+                examples.append({"seed": seed, "group": group, "format": fmt, "params": drawn,
+                                 "unsupported": str(exc)[:300]})
         except Exception:
             g["error"] += 1
             if len(examples) < 3:
@@ -134,6 +139,7 @@ def sweep_kernel(op, kname, kernel, case_list, backend, dev, progress=None) -> d
                 totals[m][k] = totals[m].get(k, 0) + n
     cat = (lambda xs: torch.cat(xs) if xs else torch.empty(0, dtype=torch.float64))
     return {"cases": len(case_list), "counts": totals, "errors": sum(g["error"] for g in groups.values()),
+            "unsupported": sum(g.get("unsupported", 0) for g in groups.values()),
             "groups": groups, "seconds": round(time.time() - t1, 2),
             "width_ulps": {m: summary(cat(wid[m])) for m in MODES},
             "accepted_width_ulps": {m: summary(cat(qwid[m])) for m in MODES},

@@ -74,7 +74,7 @@ def liger_swiglu(a, b):
 
 def liger_geglu(a, b, *, approximate="tanh"):
     if approximate != "tanh":
-        raise ValueError(f"Liger's geglu kernel implements the tanh form only, not approximate={approximate!r}")
+        raise NotImplementedError(f"Liger's geglu kernel implements the tanh form only, not approximate={approximate!r}")
     from liger_kernel.ops.geglu import geglu_forward
 
     return geglu_forward(_c(a), _c(b))[2]
@@ -93,7 +93,7 @@ def liger_cross_entropy(logits, labels, *, ignore_index=-100, reduction="mean"):
     the host then sums into one scalar, which our per-row reference does not
     describe."""
     if reduction != "none":
-        raise ValueError(f"the liger cross_entropy adapter judges per-row losses: reduction='none' only, "
+        raise NotImplementedError(f"the liger cross_entropy adapter judges per-row losses: reduction='none' only, "
                          f"not {reduction!r} (Liger returns the host sum of the per-row losses for it)")
     from liger_kernel.ops.cross_entropy import cross_entropy_forward
 
