@@ -154,6 +154,21 @@ _register(Operator("cross_entropy", "liger", R.cross_entropy, {
             "storage_format": _K + "faulty_forward:cross_entropy_storage_format:0"}))
 
 
+def _ex_kl(seed, dtype, family, rows, cols):
+    logits_p = fill((rows, cols), family, seed, dtype=torch.float32)
+    logits_t = fill((rows, cols), family, seed + 5, dtype=torch.float32)
+    y_pred = torch.log_softmax(logits_p.double(), dim=-1).to(dtype)
+    y_true = torch.softmax(logits_t.double(), dim=-1).to(dtype)
+    return (y_pred, y_true), {}
+
+
+_register(Operator("kl_div", "liger", R.kl_div, {
+    "correct": _K + "kl_div:kl_div", "chunked": _K + "kl_div:kl_div_chunked"}, _ex_kl,
+    formats=("bf16", "fp32"),
+    domain=Domain(formats=("bf16", "fp32"), params={"reduction": ("batchmean", "sum", "mean", "none")}),
+    faulty={"no_eps_clamp": _K + "kl_div:kl_div_unclamped"}))
+
+
 # Further operators register themselves from their own modules (one per source
 # library / family), so the registry file does not grow with every operator.
 _EXTENSIONS = ("ops_liger", "ops_unsloth", "ops_vllm", "ops_backward", "upstream_liger")

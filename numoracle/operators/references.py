@@ -120,3 +120,28 @@ def cross_entropy(logits, labels, *, ignore_index=-100, reduction="mean"):
     if reduction == "mean":
         loss = loss / float(max(int(keep.sum()), 1))
     return no.where(keep, loss, 0.0).to(logits.format)
+
+
+@no.reference
+def kl_div(y_pred, y_true, *, reduction="batchmean", eps=1e-10, log_target=False):
+    """Liger KLDiv forward: y_pred (log-probabilities) and y_true widened to
+    fp32; per element y_true*(log(max(y_true, eps)) - y_pred) (or
+    exp(y_true)*(y_true - y_pred) with log_target) in fp32; 'none' stores
+    that (fp32); otherwise each row is summed in fp32 in the kernel and the
+    row sums are summed on the host in fp32, then divided by the row count
+    ('batchmean') or the element count ('mean'); 'sum' sums over rows."""
+    y = y_pred.to(fp32)
+    t = y_true.to(fp32)
+    if log_target:
+        loss = no.exp(t) * (t - y)
+    else:
+        loss = t * (no.log(no.maximum(t, eps)) - y)
+    if reduction == "none":
+        return loss
+    total = no.sum(no.sum(loss, axis=-1), axis=-1)
+    rows, cols = y_pred.shape
+    if reduction == "batchmean":
+        return total / float(rows)
+    if reduction == "mean":
+        return total / float(rows * cols)
+    return total

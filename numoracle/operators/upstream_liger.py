@@ -127,45 +127,6 @@ def liger_kl_div(y_pred, y_true, *, reduction="batchmean", eps=1e-10, log_target
 
 
 # --------------------------------------------------------------------------
-# kl_div: reference program from Liger's precision plan
-# --------------------------------------------------------------------------
-
-@no.reference
-def kl_div(y_pred, y_true, *, reduction="batchmean", eps=1e-10, log_target=False):
-    """Liger KLDiv forward: y_pred (log-probabilities) and y_true widened to
-    fp32; per element y_true*(log(max(y_true, eps)) - y_pred) (or
-    exp(y_true)*(y_true - y_pred) with log_target) in fp32; 'none' stores
-    that (fp32); otherwise each row is summed in fp32 in the kernel and the
-    row sums are summed on the host in fp32, then divided by the row count
-    ('batchmean') or the element count ('mean'); 'sum' sums over rows."""
-    y = y_pred.to(fp32)
-    t = y_true.to(fp32)
-    if log_target:
-        loss = no.exp(t) * (t - y)
-    else:
-        loss = t * (no.log(no.maximum(t, eps)) - y)
-    if reduction == "none":
-        return loss
-    total = no.sum(no.sum(loss, axis=-1), axis=-1)
-    rows, cols = y_pred.shape
-    if reduction == "batchmean":
-        return total / float(rows)
-    if reduction == "mean":
-        return total / float(rows * cols)
-    return total
-
-
-def _ex_kl(seed, dtype, family, rows, cols):
-    from ..strategies.families import fill
-
-    logits_p = fill((rows, cols), family, seed, dtype=torch.float32)
-    logits_t = fill((rows, cols), family, seed + 5, dtype=torch.float32)
-    y_pred = torch.log_softmax(logits_p.double(), dim=-1).to(dtype)
-    y_true = torch.softmax(logits_t.double(), dim=-1).to(dtype)
-    return (y_pred, y_true), {"reduction": "batchmean"}
-
-
-# --------------------------------------------------------------------------
 # Registration
 # --------------------------------------------------------------------------
 
@@ -179,6 +140,7 @@ ADAPTERS = {
     "softmax": _M + "liger_softmax",
     "rope": _M + "liger_rope",          # attached when ops_liger registered the operator
     "jsd": _M + "liger_jsd",
+    "kl_div": _M + "liger_kl_div",
 }
 
 
@@ -196,8 +158,3 @@ if AVAILABLE:
     for _name, _spec in ADAPTERS.items():
         if _attach(_name, _spec):
             ATTACHED.append(_name)
-    _register(Operator("kl_div", "liger", kl_div, {"correct": _M + "liger_kl_div"}, _ex_kl,
-                       formats=("bf16", "fp32"),
-                       domain=Domain(formats=("bf16", "fp32"),
-                                     params={"reduction": ("batchmean", "sum", "mean", "none")})))
-    ATTACHED.append("kl_div")
