@@ -17,6 +17,8 @@ SUBCOMMANDS = {
     "calibrate": ("numoracle.mathlib.calibrate", "measure math-library errors and write a profile"),
     "mutate": ("numoracle.mutation.cli", "mutation testing of an operator's kernels against every oracle"),
     "stress-tolerances": ("numoracle.stress", "search (atol, rtol) configurations for false alarms and misses"),
+    "campaign": ("numoracle.campaign", "the paper's evaluation on one backend (resumable; --quick for CI)"),
+    "report": ("numoracle.campaign.report", "HTML and Markdown report of a campaign directory"),
 }
 
 STATUS_COLUMNS = ("cases", "accept", "reject", "statistical_only", "uncertified", "error", "nan", "timeout")

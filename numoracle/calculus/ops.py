@@ -58,6 +58,13 @@ def _reduce_taint(x: Tracked, axis, keepdims):
     return x.taint.expand(x.c.shape).any(dim=axis, keepdim=keepdims)
 
 
+def gamma_bound(d: int, u: float) -> float:
+    """(1 + u)^d - 1: the worst relative error of d roundings in a row.  It is
+    below Higham's gamma_d = d u / (1 - d u) and, unlike it, holds for every d
+    (a bf16 sum of 256 or more terms has d u >= 1)."""
+    return math.expm1(d * math.log1p(u))
+
+
 def sum(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=None) -> Tracked:
     """Sum along ``axis`` accumulated in ``acc`` (default: x's format) with the
     given order model.  Worst case gamma_d * sum|x~|, variance proxy
@@ -85,7 +92,7 @@ def sum(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=Non
         taint = _or(taint, ~ok)
     if d:
         u = fmt.u
-        gamma = d * u / (1 - d * u)
+        gamma = gamma_bound(d, u)
         key = ctx.new_key()
         fm = FM.add_private(fm, FM.Entry(gamma * S, d * (u * S * (1 + gamma)) ** 2,
                                          frozenset((key,)), label), ctx.condensed)
@@ -280,7 +287,7 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None) -> Tracked:
     u = acc.u
     label = ctx.label(f"{acc} dot over K={K} ({order} order{'' if exact_products else ', rounded products'})")
     if d:
-        gamma = d * u / (1 - d * u)
+        gamma = gamma_bound(d, u)
         key = ctx.new_key()
         fm = FM.add_private(fm, FM.Entry(gamma * S, d * (u * S * (1 + gamma)) ** 2, frozenset((key,)), label),
                             ctx.condensed)

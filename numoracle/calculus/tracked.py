@@ -260,7 +260,9 @@ class Tracked:
         tiny = (c.abs() - R) < fmt.min_normal
         extra = u * R
         if bool(tiny.any()):
-            extra = extra + torch.where(tiny & ~exact, eta, 0.0)
+            # (a float64 mask times eta: torch.where on two Python numbers gives float32,
+            # where fp32's half-subnormal 2^-150 is 0)
+            extra = extra + (tiny & ~exact).to(torch.float64) * eta
         if bool((extra > 0).any()):
             fm = FM.add_det(fm, label + " (second order, underflow)", extra, ctx.condensed)
         return Tracked(c, fmt, fm, ctx, repr_fmt=fmt, taint=taint, pre=self)
@@ -429,7 +431,12 @@ def _mul(x: Tracked, y: Tracked, fmt, shape, taint) -> Tracked:
     # powers of two (from Python numbers) scale exactly
     if y.c.ndim == 0 and y.form.is_zero() and _is_pow2(float(y.c)) and fmt is x.fmt:
         g = float(y.c)
-        return Tracked(x.c * g, fmt, FM.scale(x.form, g), ctx, repr_fmt=x.repr_fmt, taint=taint)
+        t = Tracked(x.c * g, fmt, FM.scale(x.form, g), ctx, repr_fmt=x.repr_fmt, taint=taint)
+        if g >= 1:
+            return t
+        # scaling down is exact only while the result stays normal
+        u = _underflow_only(t, fmt, f"{fmt} mul by {g:g}")
+        return Tracked(u.c, fmt, u.form, ctx, repr_fmt=x.repr_fmt, taint=u.taint)
     if x.c.ndim == 0 and x.form.is_zero() and _is_pow2(float(x.c)) and fmt is y.fmt:
         return _mul(y, x, fmt, shape, taint)
     c = x.c * y.c
@@ -458,7 +465,7 @@ def _underflow_only(t: Tracked, fmt, what) -> Tracked:
     fm = t.form
     if bool(tiny.any()):
         eta = fmt.min_subnormal / 2 if fmt.subnormals else fmt.min_normal
-        fm = FM.add_det(fm, label + " (underflow)", torch.where(tiny, eta, 0.0).to(torch.float64),
+        fm = FM.add_det(fm, label + " (underflow)", tiny.to(torch.float64) * eta,
                         t.ctx.condensed)
     return Tracked(t.c, fmt, fm, t.ctx, repr_fmt=fmt, taint=taint, pre=t)
 

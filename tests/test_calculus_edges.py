@@ -1,0 +1,59 @@
+"""Edges of the calculus found by fuzzing correct kernels (each was a false alarm):
+fp32 results in the subnormal range, scaling by a power of two below 1, and
+long low-precision sums where d*u >= 1."""
+import pytest
+import torch
+
+import numoracle as no
+from numoracle import backends
+from numoracle.calculus.ops import gamma_bound
+from numoracle.check import check_modes
+from numoracle.formats import fp32
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _interp():
+    backends.select("interpreter")
+
+
+@pytest.mark.parametrize("name", ["swiglu", "geglu", "geglu_exact"])
+def test_subnormal_fp32_product_keeps_its_underflow_term(name):
+    op = no.operators.get(name)
+    a = torch.tensor([[2.0 ** -149]], dtype=torch.float32)
+    b = torch.tensor([[2.0]], dtype=torch.float32)
+    y = op.kernels["correct"](a.clone(), b.clone())
+    for mode, v in check_modes(op.reference, y, (a, b), {}).items():
+        assert v.status == "accept", (mode, v.explain())
+
+
+@no.reference
+def halve(x):
+    return (x.to(fp32) * 0.5).to(x.format)
+
+
+def test_scaling_down_into_subnormals_admits_the_rounding():
+    x = torch.tensor([2.0 ** -149, 3 * 2.0 ** -149, -(2.0 ** -126)], dtype=torch.float32)
+    for y in (torch.tensor([0.0, 2 * 2.0 ** -149, -(2.0 ** -127)]), torch.tensor([2.0 ** -149, 2.0 ** -149, -(2.0 ** -127)])):
+        v = check_modes(halve, y, (x,), {})
+        assert all(vv.status == "accept" for vv in v.values()), v["fixed"].explain()
+    v = check_modes(halve, torch.tensor([0.0, 2 * 2.0 ** -149, -(2.0 ** -126)]), (x,), {})
+    assert v["fixed"].status == "reject"          # a normal value halved is exact
+
+
+def test_gamma_bound_holds_for_every_depth():
+    u = 2.0 ** -8
+    assert gamma_bound(1, u) == pytest.approx(u)
+    assert 0 < gamma_bound(300, u) < float("inf")          # d*u > 1: Higham's gamma would be negative
+    assert gamma_bound(10, u) <= 10 * u / (1 - 10 * u)
+
+
+def test_long_bf16_sum_is_never_an_inverted_interval():
+    op = no.operators.get("rms_norm")
+    x = torch.randn(2, 262, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    w = torch.ones(262, dtype=torch.bfloat16)
+    params = {"eps": 1e-6, "casting": "none"}
+    y = op.kernels["correct"](x, w, **params)
+    for v in check_modes(op.reference, y, (x, w), params).values():
+        assert v.status != "reject", v.explain()
+        for o in v.outputs:                        # judged elements have an ordered interval
+            assert bool(((o.lo <= o.hi) | o.uncertified).all())
