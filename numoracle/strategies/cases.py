@@ -96,8 +96,9 @@ class Case:
             raise InvalidArgument(f"{self!r}: format {fmt.name} has no torch dtype; operators that take "
                                   f"{fmt.name} define their own example builder for it.")
         inputs, params = op.make_example(self.seed, dtype, self.group, self.rows, self.cols)
-        params = dict(params)
-        params.update(dict(self.params))
+        # parameters the example returns are tied to its inputs (a group size to the
+        # scales' layout): they win over drawn ones (operators.Domain)
+        params = {**dict(self.params), **dict(params)}
         inputs = list(inputs)
         x = inputs[0] if inputs else None
         if isinstance(x, torch.Tensor) and x.dtype.is_floating_point and (self.scale_exp or self.specials):
