@@ -33,5 +33,25 @@ def add_arguments(p) -> None:
                         "for local, half the cores for dask)")
 
 
+def wants_executor(args) -> bool:
+    """Whether a ``numoracle campaign`` / ``numoracle fuzz`` invocation goes
+    through the executor rather than the serial, in-process path: ``--executor
+    dask``, ``--workers N``, or (``local``, the default) more than one GPU
+    visible on the gpu backend -- one process per GPU."""
+    if getattr(args, "executor", "local") != "local" or getattr(args, "scheduler", None):
+        return True
+    if getattr(args, "workers", None) is not None:
+        return True
+    if getattr(args, "backend", "interpreter") in ("gpu", "auto"):
+        import os
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            return False
+        try:
+            return len(visible_gpus()) > 1
+        except Exception:
+            return False
+    return False
+
+
 __all__ = ["EXECUTORS", "Unit", "UnitFailed", "map_units", "prepare_worker", "serve_workers", "start_cluster",
-           "visible_gpus", "add_arguments"]
+           "visible_gpus", "add_arguments", "wants_executor"]

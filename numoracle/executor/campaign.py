@@ -2,11 +2,13 @@
 
 Units: (operator, kernel, input group, seed range) over the cases
 ``campaign.correct.cases(op, n)`` gives -- the same cases the serial stage
-runs.  A unit sweeps its cases like ``campaign.correct.sweep_kernel`` and
-returns, besides the per-group counts, the raw acceptance widths of each case,
-so the merge of a kernel's units gives *exactly* the serial result: the same
-counts per group, the same medians, maxima and histograms, the same first
-examples (all taken in case order), ``seconds`` being the units' sum.
+runs.  A unit is ``campaign.correct.sweep_kernel`` over its cases, and the
+merge of a kernel's units gives the serial result: the same counts per group
+and mode, errors, histograms, uncertified sites, width maxima and sizes, the
+same first examples (taken in case order), ``seconds`` being the units' sum.
+The median widths are exact when sweep_kernel hands back each case's widths
+(``raw=True``); without that, the n-weighted median of the units' medians
+stands in and the stage records ``exact_medians: false``.
 
 Each finished unit is written to ``DIR/units/`` (one ``.npz``, tmp +
 ``os.replace``) before anything else; when a kernel's last unit is in, the
@@ -65,114 +67,133 @@ def unit_cases(unit: Unit):
     return [c for c in C.cases(op, unit.get("n_cases"), seed0=SEED0) if c[1] == unit.group and lo <= c[0] < hi]
 
 
+def sweep_supports_raw() -> bool:
+    """Whether ``campaign.correct.sweep_kernel`` can return each case's raw
+    widths (``raw=True``), which makes the merged medians exact."""
+    import inspect
+
+    from ..campaign import correct as C
+    return "raw" in inspect.signature(C.sweep_kernel).parameters
+
+
 def run_correct_unit(unit: Unit) -> dict:
-    """Worker side: the unit's cases through its kernel, judged in both modes."""
+    """Worker side: ``campaign.correct.sweep_kernel`` over the unit's cases
+    (with ``raw=True`` where it takes it)."""
     from .. import backends, operators
+    from ..campaign import correct as C
     backend = backends.select(unit.backend)
     op = operators.get(unit.op)
     try:
         kernel = op.kernels[unit.kernel]
     except Exception as exc:              # an optional upstream kernel that does not import
-        return {"unit": unit.id, "skipped": repr(exc)[:300]}
-    res = sweep_cases(op, unit.kernel, kernel, unit_cases(unit), backend, backends.device(backend))
-    res["unit"] = unit.id
-    res["pid"] = os.getpid()
+        return {"skipped": repr(exc)[:300]}
+    kw = {"raw": True} if sweep_supports_raw() else {}
+    res = C.sweep_kernel(op, unit.kernel, kernel, unit_cases(unit), backend, backends.device(backend), **kw)
+    if "raw" in res:                      # plain arrays travel and store better than tensors
+        raw = res["raw"]
+        res["raw"] = {"width": {m: [(int(s), _np(a)) for s, a in v] for m, v in raw["width"].items()},
+                      "accepted": {m: [(int(s), _np(a)) for s, a in v] for m, v in raw["accepted"].items()},
+                      "assert_close": [(int(s), _np(a)) for s, a in raw["assert_close"]]}
     return res
 
 
-def sweep_cases(op, kname, kernel, case_list, backend, dev) -> dict:
-    """``campaign.correct.sweep_kernel``'s loop, keeping every case's widths
-    apart (``raw``: per mode, a list of (seed, float64 array)) so results of
-    disjoint case sets merge exactly.  tests/test_executor.py holds it equal
-    to sweep_kernel."""
-    import torch
-
-    from ..campaign import correct as C
-    from ..check import check
-    t1 = time.time()
-    groups: dict = {}
-    raw = {"width": {m: [] for m in C.MODES}, "accepted": {m: [] for m in C.MODES}, "assert_close": []}
-    unc_sites, examples = {}, []
-    for seed, group, fmt, (rows, cols), drawn in case_list:
-        g = groups.setdefault(group, {"statistical": {}, "fixed": {}, "error": 0})
-        try:
-            inputs, params = op.example(seed, dtype=C.DT[fmt], family=group, rows=rows, cols=cols)
-            params = {**drawn, **params}
-            inputs = tuple(t.to(dev) if isinstance(t, torch.Tensor) else t for t in inputs)
-            outs = kernel(*[t.clone() if isinstance(t, torch.Tensor) else t for t in inputs], **params)
-            if dev == "cuda":
-                torch.cuda.synchronize()
-            for mode in C.MODES:
-                v = check(op.reference, outs, inputs, params, mode=mode, backend=backend)
-                g[mode][v.status] = g[mode].get(v.status, 0) + 1
-                w, q, t = C.widths(v)
-                raw["width"][mode].append((seed, w.numpy()))
-                raw["accepted"][mode].append((seed, q.numpy()))
-                if mode == "fixed":
-                    raw["assert_close"].append((seed, t.numpy()))
-                if v.status == "uncertified":
-                    for s in v.certificate.failing or [None]:
-                        key = f"{s.label} ({s.kind})" if s is not None else "non-finite reference"
-                        unc_sites[key] = unc_sites.get(key, 0) + 1
-                if v.status == "reject" and len(examples) < 3:
-                    examples.append({"seed": seed, "group": group, "format": fmt, "shape": [rows, cols],
-                                     "params": drawn, "mode": mode, "explain": v.explain()[:2000]})
-        except Exception:
-            g["error"] += 1
-            if len(examples) < 3:
-                examples.append({"seed": seed, "group": group, "format": fmt, "shape": [rows, cols],
-                                 "params": drawn, "error": traceback.format_exc()[-1500:]})
-    return {"cases": len(case_list), "groups": groups, "seconds": round(time.time() - t1, 2),
-            "raw": raw, "uncertified_sites": unc_sites, "examples": examples}
+def _np(a):
+    return a.numpy() if hasattr(a, "numpy") else np.asarray(a)
 
 
 # ---- merging -------------------------------------------------------------------------------------
 
-def merge_kernel(parts) -> dict:
-    """Unit results of one kernel (any order) -> the serial stage's dict."""
+SUMMARIES = {"width_ulps": "width", "accepted_width_ulps": "accepted", "assert_close_width_ulps": "assert_close"}
+
+
+class MergeError(ValueError):
+    pass
+
+
+def _add(vals, where):
+    """Sum of counts: numbers, dicts of counts (recursively, over the union of
+    keys) and equal-length lists of counts (histograms)."""
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return None
+    if all(isinstance(v, bool) for v in vals) or all(isinstance(v, str) for v in vals):
+        if all(v == vals[0] for v in vals):
+            return vals[0]
+        raise MergeError(f"{where}: different values {vals[:3]} in the units' results; merge_kernel does not "
+                         f"know how to merge this field of sweep_kernel's result.")
+    if all(isinstance(v, (int, float)) for v in vals):
+        return sum(vals)
+    if all(isinstance(v, dict) for v in vals):
+        keys = list(dict.fromkeys(k for v in vals for k in v))
+        return {k: _add([v.get(k) for v in vals], f"{where}.{k}") for k in keys}
+    if all(isinstance(v, list) for v in vals) and len({len(v) for v in vals}) == 1 and \
+            all(isinstance(x, (int, float)) for v in vals for x in v):
+        return [sum(xs) for xs in zip(*vals)]
+    raise MergeError(f"{where}: cannot merge {[type(v).__name__ for v in vals]} from the units' results; "
+                     f"teach numoracle.executor.campaign.merge_kernel this field of sweep_kernel's result.")
+
+
+def _summary(parts, field, kind, mode, exact):
     import torch
 
     from ..campaign import correct as C
+    if exact:
+        segs = [s for p in parts for s in (p["raw"][kind][mode] if mode else p["raw"][kind])]
+        segs.sort(key=lambda s: s[0])           # case order: seeds ascend with the case index
+        xs = [torch.as_tensor(np.asarray(a)) for _, a in segs]
+        return C.summary(torch.cat(xs) if xs else torch.empty(0, dtype=torch.float64))
+    sums = [(p[field][mode] if mode else p[field]) for p in parts]
+    sums = [s for s in sums if s]
+    if not sums:
+        return None
+    # without each case's widths the median of the union is not known: the n-weighted
+    # median of the units' medians stands in for it (flagged exact_medians=False)
+    ordered = sorted(sums, key=lambda s: s["median"])
+    half, acc, med = sum(s["n"] for s in ordered) / 2, 0, ordered[-1]["median"]
+    for s in ordered:
+        acc += s["n"]
+        if acc >= half:
+            med = s["median"]
+            break
+    return {"median": med, "max": max(s["max"] for s in sums), "n": sum(s["n"] for s in sums)}
+
+
+def merge_kernel(parts) -> dict:
+    """Unit results of one kernel (any order) -> the serial stage's dict:
+    counts per group and mode, errors, histograms, uncertified sites summed;
+    maxima and sizes of the widths combined; the first three examples in case
+    order; medians exact when the units carry their cases' widths
+    (``raw``), else see ``merge_is_exact``."""
     parts = list(parts)
     skipped = [p for p in parts if "skipped" in p]
     if skipped:
         return {"skipped": skipped[0]["skipped"]}
-    groups: dict = {}
-    for p in parts:
-        for gname, g in p["groups"].items():
-            acc = groups.setdefault(gname, {"statistical": {}, "fixed": {}, "error": 0})
-            for m in C.MODES:
-                for k, n in g[m].items():
-                    acc[m][k] = acc[m].get(k, 0) + n
-            acc["error"] += g["error"]
-    totals = {m: {} for m in C.MODES}
-    for g in groups.values():
-        for m in C.MODES:
-            for k, n in g[m].items():
-                totals[m][k] = totals[m].get(k, 0) + n
+    exact = merge_is_exact(parts)
+    if len(parts) == 1:
+        return {k: v for k, v in parts[0].items() if k != "raw"}
+    out = {}
+    for key in dict.fromkeys(k for p in parts for k in p):
+        if key == "raw":
+            continue
+        if key == "examples":
+            out[key] = sorted((e for p in parts for e in p.get(key, [])), key=lambda e: e["seed"])[:3]
+        elif key == "seconds":
+            out[key] = round(sum(p.get(key, 0) for p in parts), 2)
+        elif key in SUMMARIES:
+            kind = SUMMARIES[key]
+            if key == "assert_close_width_ulps":            # one summary (fixed mode only)
+                out[key] = _summary(parts, key, kind, None, exact)
+            else:                                           # a summary per mode
+                modes = list(dict.fromkeys(m for p in parts for m in (p.get(key) or {})))
+                out[key] = {m: _summary(parts, key, kind, m, exact) for m in modes}
+        else:
+            out[key] = _add([p.get(key) for p in parts], key)
+    return out
 
-    def cat(segments):
-        segs = sorted(segments, key=lambda s: s[0])          # case order (seeds ascend with the case index)
-        xs = [torch.as_tensor(np.asarray(a)) for _, a in segs]
-        return torch.cat(xs) if xs else torch.empty(0, dtype=torch.float64)
 
-    wid = {m: cat(s for p in parts for s in p["raw"]["width"][m]) for m in C.MODES}
-    qwid = {m: cat(s for p in parts for s in p["raw"]["accepted"][m]) for m in C.MODES}
-    tol = cat(s for p in parts for s in p["raw"]["assert_close"])
-    sites: dict = {}
-    for p in parts:
-        for k, n in p["uncertified_sites"].items():
-            sites[k] = sites.get(k, 0) + n
-    examples = sorted((e for p in parts for e in p["examples"]), key=lambda e: e["seed"])[:3]
-    return {"cases": sum(p["cases"] for p in parts), "counts": totals,
-            "errors": sum(g["error"] for g in groups.values()), "groups": groups,
-            "seconds": round(sum(p["seconds"] for p in parts), 2),
-            "width_ulps": {m: C.summary(wid[m]) for m in C.MODES},
-            "accepted_width_ulps": {m: C.summary(qwid[m]) for m in C.MODES},
-            "assert_close_width_ulps": C.summary(tol),
-            "width_histogram": {m: C.histogram(wid[m]) for m in C.MODES},
-            "assert_close_histogram": C.histogram(tol),
-            "uncertified_sites": sites, "examples": examples}
+def merge_is_exact(parts) -> bool:
+    parts = [p for p in parts if "skipped" not in p]
+    return len(parts) <= 1 or all("raw" in p for p in parts)
 
 
 class Merger:
@@ -320,7 +341,9 @@ def run_correct_stage(names, n_cases: int, backend: str, executor: str = "local"
         return data["correct"]
     ex["correct"] = {"executor": executor, "scheduler": info.get("scheduler"), "dashboard": info.get("dashboard"),
                      "workers": info.get("workers"), "units": len(units), "units_run": len(todo),
-                     "resubmitted": info.get("resubmitted", 0), "seconds": round(time.time() - t0, 2)}
+                     "resubmitted": info.get("resubmitted", 0), "seconds": round(time.time() - t0, 2),
+                     "exact_medians": all(merge_is_exact(list(merger.parts.get(k, {}).values()))
+                                          for k in merger.expected)}
     if path is not None:
         _save(path, data)
     return data["correct"]

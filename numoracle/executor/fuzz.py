@@ -191,3 +191,38 @@ def run_fuzz(units, *, executor: str = "local", scheduler: str | None = None, wo
             "seconds": round(el, 2), "cases_per_second": round(totals["cases"] / el, 3) if el > 0 else 0.0,
             "executor": {k: info.get(k) for k in ("executor", "scheduler", "dashboard", "workers", "resubmitted")},
             "found": bool(found or totals["reject"] or totals["error"] or totals["nan"] or totals["timeout"])}
+
+
+def run_from_cli(args, *, op, groups=None, formats=None, seconds=None) -> int:
+    """``numoracle fuzz ... --executor dask|local --workers N``: ``--units``
+    Hypothesis searches (seeds ``--seed``.. on) per input group, each of
+    ``--examples`` cases (20 by default) or ``--seconds``; the first
+    counterexample of each search is shrunk and saved to ``--corpus`` here."""
+    from .. import backends
+    backend = backends.select(args.backend)
+    base = args.seed or 0
+    n = getattr(args, "units", None) or 4
+    examples = args.examples if args.examples is not None else (10**9 if seconds else 20)
+    units = fuzz_units(op.name, args.kernel, backend, seeds=(base, base + n), groups=groups, examples=max(examples, 1),
+                       mode=args.mode, seconds=seconds, formats=formats, max_rows=args.rows or args.max_rows,
+                       max_cols=args.cols or args.max_cols, shrink=not args.no_shrink,
+                       shrink_seconds=args.shrink_seconds, timeout=args.timeout, isolate=args.isolate,
+                       expect=args.expect)
+    quiet = args.json or args.quiet
+    res = run_fuzz(units, executor=args.executor, scheduler=args.scheduler, workers=args.workers,
+                   corpus=None if args.no_save else args.corpus, log=(lambda s: None) if quiet else None)
+    if args.json:
+        print(json.dumps(res, indent=2, default=str))
+        return 1 if res["found"] else 0
+    t = res["totals"]
+    ex = res["executor"]
+    print(f"{op.name} / {args.kernel} on {backend} ({args.mode}): {t['cases']} cases in {res['units_done']} units "
+          f"({res['cases_per_second']}/s) on {ex['executor']} with {ex['workers']} worker(s)"
+          + (f", dashboard {ex['dashboard']}" if ex.get("dashboard") else ""))
+    print(f"  {'group':16s}" + "".join(f"{c:>17s}" if c == "statistical_only" else f"{c:>12s}" for c in STATS))
+    for g, st in res["groups"].items():
+        print(f"  {g:16s}" + "".join(f"{st[c]:>17d}" if c == "statistical_only" else f"{st[c]:>12d}"
+                                      for c in STATS))
+    for ce in res["counterexamples"]:
+        print(f"  counterexample ({ce['unit']}): saved {ce['saved']}")
+    return 1 if res["found"] else 0
