@@ -5,8 +5,9 @@ executor's merged result equals the serial one (all fields but ``seconds``).
     PYTHONPATH=$PWD python scripts/executor_bench.py --backend interpreter --ops swiglu,rms_norm --cases 12 \
         --runs serial,local:2,dask:1,dask:2 --out executor_bench.json
     # one H200, Dask wheels unpacked on PYTHONPATH (scripts/dask_wheels.sh):
-    PYTHONPATH=$PWD:$PWD/.dask_wheels/site python scripts/executor_bench.py --backend gpu --ops rms_norm,softmax,swiglu,layer_norm \
-        --cases 200 --runs serial,local:1,dask:1 --out $OUT/executor_bench.json
+    PYTHONPATH=$PWD:$PWD/.whl/dask/site python scripts/executor_bench.py --backend gpu \
+        --ops rms_norm,softmax,swiglu,layer_norm --cases 200 --runs serial,local:1,dask:1 \
+        --out $OUT/executor_bench.json
 
 For Dask the cluster's start (worker processes importing torch and numoracle)
 is timed apart from the stage, and a warm-up unit per worker runs before the

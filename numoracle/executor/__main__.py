@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("campaign", help="numoracle campaign with the correct stage on an executor")
     from ..campaign import add_arguments as campaign_arguments
     campaign_arguments(c)
-    add_arguments(c)
+    if not any("--executor" in a.option_strings for a in c._actions):   # until the campaign parser has them
+        add_arguments(c)
     c.add_argument("--chunk", type=int, default=None, help="cases per unit (default: one unit per input group)")
     c.set_defaults(func=_campaign)
     f = sub.add_parser("fuzz", help="the runner over seed ranges of every input group, on an executor")
