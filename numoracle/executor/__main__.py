@@ -63,7 +63,7 @@ def _fuzz(args) -> int:
 def _workers(args) -> int:
     from .core import serve_workers
     serve_workers(args.scheduler_address, backend=args.backend, workers=args.workers,
-                  memory_limit=args.memory_limit)
+                  memory_limit=0 if args.memory_limit == "0" else args.memory_limit)
     return 0
 
 
@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("scheduler_address")
     w.add_argument("--backend", default="gpu", choices=("interpreter", "gpu"))
     w.add_argument("--workers", type=int, default=None)
-    w.add_argument("--memory-limit", default="16GiB")
+    w.add_argument("--memory-limit", default="0", help="host memory per worker (e.g. 16GiB; 0: no limit)")
     w.set_defaults(func=_workers)
     return p
 

@@ -237,13 +237,19 @@ def _import_dask():
     return distributed
 
 
-def start_cluster(backend: str, workers: int | None = None, *, memory_limit: str = "4GiB",
+def start_cluster(backend: str, workers: int | None = None, *, memory_limit=None, host: str = "127.0.0.1",
                   dashboard_address: str = "127.0.0.1:0", **options):
     """A cluster on this host: one single-threaded worker process per visible
     GPU (``CUDA_VISIBLE_DEVICES`` set in its environment, resource ``GPU=1``)
     on the gpu backend; ``workers`` CPU worker processes (default: half the
-    cores, at least 1) with TRITON_INTERPRET=1 on the interpreter."""
+    cores, at least 1) with TRITON_INTERPRET=1 on the interpreter.
+    ``memory_limit``: host memory per worker before Dask pauses/restarts it
+    (default 4GiB for CPU workers, none for GPU workers, whose process holds
+    the CUDA context and libraries and whose real limit is the device's).
+    Scheduler and workers listen on ``host`` (loopback: this host only)."""
     distributed = _import_dask()
+    if memory_limit is None:
+        memory_limit = 0 if backend == "gpu" else "4GiB"
     if backend == "gpu":
         devs = visible_gpus()
         if not devs:
@@ -253,13 +259,13 @@ def start_cluster(backend: str, workers: int | None = None, *, memory_limit: str
             devs = devs[:workers]
         spec = {f"gpu{d}": {"cls": distributed.Nanny,
                             "options": {"nthreads": 1, "memory_limit": memory_limit, "resources": {"GPU": 1},
-                                        "env": gpu_worker_env(d), "name": f"gpu{d}", **options}}
+                                        "env": gpu_worker_env(d), "name": f"gpu{d}", "host": host, **options}}
                 for d in devs}
-        sched = {"cls": distributed.Scheduler, "options": {"dashboard_address": dashboard_address}}
+        sched = {"cls": distributed.Scheduler, "options": {"dashboard_address": dashboard_address, "host": host}}
         return distributed.SpecCluster(workers=spec, scheduler=sched, name="numoracle-gpu")
     n = workers if workers else max(1, (os.cpu_count() or 2) // 2)
     return distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=memory_limit,
-                                    dashboard_address=dashboard_address, env={"TRITON_INTERPRET": "1"},
+                                    host=host, dashboard_address=dashboard_address, env={"TRITON_INTERPRET": "1"},
                                     resources={"CPU": 1}, **options)
 
 
@@ -361,7 +367,7 @@ async def _serve_workers(scheduler: str, devices, backend: str, memory_limit: st
         await asyncio.gather(*(n.close() for n in nannies), return_exceptions=True)
 
 
-def serve_workers(scheduler: str, *, backend: str = "gpu", workers: int | None = None, memory_limit: str = "16GiB",
+def serve_workers(scheduler: str, *, backend: str = "gpu", workers: int | None = None, memory_limit=0,
                   name: str | None = None) -> None:
     """Start this host's workers for ``scheduler`` and block: one per visible
     GPU (pinned, resource GPU=1), or ``workers`` CPU workers on the
