@@ -57,3 +57,24 @@ def test_long_bf16_sum_is_never_an_inverted_interval():
         assert v.status != "reject", v.explain()
         for o in v.outputs:                        # judged elements have an ordered interval
             assert bool(((o.lo <= o.hi) | o.uncertified).all())
+
+
+@no.reference
+def erf_of(x):
+    return no.erf(x.to(fp32))
+
+
+@no.reference
+def sqrt_of(x):
+    return no.sqrt(x.to(fp32))
+
+
+@pytest.mark.parametrize("program,flushed", [(erf_of, 0.0), (sqrt_of, 0.0)])
+def test_flush_to_zero_of_a_subnormal_argument_is_admitted_under_an_ftz_profile(program, flushed):
+    x = torch.tensor([2.0 ** -140, 4.0, 1.0], dtype=torch.float32)
+    erf = program.fn.__name__ == "erf_of"
+    good = torch.tensor([flushed, 1.0 if erf else 2.0, 0.8427007794380188 if erf else 1.0], dtype=torch.float32)
+    v = check_modes(program, good, (x,), {}, profile="h200")
+    assert all(vv.status == "accept" for vv in v.values()), v["fixed"].explain()
+    # without flush-to-zero the same output is wrong for the subnormal argument
+    assert check_modes(program, good, (x,), {}, profile="interpreter")["fixed"].status == "reject"

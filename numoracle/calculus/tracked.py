@@ -493,7 +493,13 @@ def _div(x: Tracked, y: Tracked, fmt, shape, taint, call: str = "div") -> Tracke
     return _library_error(t, call, x_abs=None, what="division" if call == "div" else call)
 
 
-_FTZ_POLES = ("rsqrt", "log", "log2", "reciprocal", "sqrt")
+# Under flush-to-zero a subnormal argument becomes 0.  At a pole (rsqrt, log, reciprocal) the
+# result leaves every bound: such arguments leave the certified domain.
+_FTZ_POLES = ("rsqrt", "log", "log2", "reciprocal")
+# Where the function is finite at 0, the flush costs at most |f(x) - f(0)| over the subnormal
+# range: an absolute term where the argument's enclosure meets it (sqrt.approx.ftz and erf
+# return 0 for subnormal arguments on the H200).
+_FTZ_FLUSH_ABS = {"sqrt": 2.0 ** -63, "erf": 1.1283791670955126 * F.fp32.min_normal}
 
 
 def _exact_fn(x: Tracked, name: str) -> Tracked:
@@ -505,8 +511,7 @@ def _exact_fn(x: Tracked, name: str) -> Tracked:
     lo, hi = x.c - R, x.c + R
     ok = f.in_domain(lo, hi)
     if ctx.profile.ftz and name in _FTZ_POLES:
-        # a flushed subnormal argument becomes 0: a pole of rsqrt/log/reciprocal, and for
-        # sqrt (sqrt.approx.ftz) a result 0 that no ulp bound covers
+        # a flushed subnormal argument becomes 0 (see _FTZ_POLES)
         ok = ok & ((lo >= F.fp32.min_normal) | (hi <= -F.fp32.min_normal))
     label = ctx.label(name)
     ctx.record(label, "domain", str(x.fmt), f.domain_text, ok,
@@ -519,6 +524,11 @@ def _exact_fn(x: Tracked, name: str) -> Tracked:
     if bool((R > 0).any()):
         rem = torch.where(R > 0, 0.5 * f.curvature(lo, hi) * R * R, torch.zeros_like(R))
         fm = FM.add_det(fm, label + " (second order)", rem, ctx.condensed)
+    if ctx.profile.ftz and name in _FTZ_FLUSH_ABS:
+        meets = (lo < F.fp32.min_normal) & (hi > -F.fp32.min_normal) & ((lo != 0) | (hi != 0))
+        if bool(meets.any()):
+            fm = FM.add_det(fm, label + " (flush to zero)", meets.to(torch.float64) * _FTZ_FLUSH_ABS[name],
+                            ctx.condensed)
     fm = _fp64_slack(fm, c, ctx)
     out = Tracked(c, x.fmt, fm, ctx, taint=taint)
     out.pre = None
