@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -33,13 +34,15 @@ def _unit(args):
     return f"{name}/{kname}", correct.sweep_kernel(op, kname, kernel, correct.cases(op, n), backend, dev)
 
 
-def _parallel(names, n, backend, jobs, log):
+def _parallel(names, n, backend, jobs, log, save=None):
     import multiprocessing as mp
     units = [(name, k, n, backend) for name in names for k in operators.get(name).kernel_specs]
     results = {}
     with mp.get_context("spawn").Pool(jobs) as pool:
         for key, res in pool.imap_unordered(_unit, units):
             results[key] = res
+            if save:
+                save(results)
             if "counts" in res:
                 log(f"{key}: stat {res['counts']['statistical']} fixed {res['counts']['fixed']} "
                     f"errors {res['errors']} ({res['seconds']}s)")
@@ -65,7 +68,16 @@ def main(argv=None):
               "date": time.strftime("%Y-%m-%d"),
               "jobs": a.jobs}
     log = (lambda s: print(s, flush=True))
-    report["results"] = (_parallel(names, a.cases, backend, a.jobs, log) if a.jobs > 1
+
+    def save(results):          # after every kernel: a run cut short keeps what it finished
+        if a.out:
+            report["results"] = dict(sorted(results.items()))
+            report["seconds"] = round(time.time() - t0, 1)
+            with open(a.out + ".tmp", "w") as fh:
+                json.dump(report, fh, indent=1)
+            os.replace(a.out + ".tmp", a.out)
+
+    report["results"] = (_parallel(names, a.cases, backend, a.jobs, log, save) if a.jobs > 1
                          else correct.run(names, a.cases, backend, dev, log=log))
     report["seconds"] = round(time.time() - t0, 1)
     if a.out:
