@@ -10,7 +10,10 @@ matrices, false alarms per group, frontiers)."""
 import argparse
 import json
 import math
+import os
+import subprocess
 import sys
+import tempfile
 import time
 
 from numoracle import operators
@@ -60,8 +63,18 @@ def main(argv=None):
     p.add_argument("--time-budget", type=float, default=1200.0, help="seconds for the whole campaign")
     p.add_argument("--tables", action="store_true", help="print each operator's kill matrix")
     p.add_argument("--out", default=None)
+    p.add_argument("--single", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--single-out", default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     backend = select(a.backend)
+    if a.single:                               # child process: one operator
+        c = run_campaign(a.single, backend=backend, dtype=a.dtype, per_group=a.cases_per_group, rows=a.rows,
+                         cols=a.cols, max_mutants=a.max_mutants, deadline=time.time() + a.time_budget)
+        if a.tables:
+            print(kill_table(c))
+        with open(a.single_out, "w", encoding="utf-8") as f:
+            json.dump(c.to_dict(), f)
+        return 0
     names = a.ops.split(",") if a.ops else operators.names()
     t0 = time.time()
     results, failures = [], {}
@@ -71,14 +84,23 @@ def main(argv=None):
             failures[name] = "not run: time budget spent"
             continue
         share = left / (len(names) - i)        # an even share of what is left
-        try:
-            c = run_campaign(name, backend=backend, dtype=a.dtype, per_group=a.cases_per_group, rows=a.rows,
-                             cols=a.cols, max_mutants=a.max_mutants, deadline=time.time() + share)
-        except Exception as exc:               # one operator's failure must not end the campaign
-            failures[name] = repr(exc)[:300]
-            print(f"{name:28s} FAILED: {failures[name]}", flush=True)
-            continue
-        d = c.to_dict()
+        # each operator in its own process: a mutant that writes out of bounds can corrupt the
+        # interpreter's heap (or, on a GPU, poison the CUDA context) - only its operator is lost
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "op.json")
+            cmd = [sys.executable, os.path.abspath(__file__), "--single", name, "--single-out", out,
+                   "--backend", backend, "--dtype", a.dtype, "--cases-per-group", str(a.cases_per_group),
+                   "--rows", str(a.rows), "--cols", str(a.cols), "--max-mutants", str(a.max_mutants),
+                   "--time-budget", str(share)] + (["--tables"] if a.tables else [])
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.stdout:
+                print(proc.stdout, end="", flush=True)
+            if proc.returncode != 0 or not os.path.exists(out):
+                failures[name] = f"exit {proc.returncode}: " + (proc.stderr.strip().splitlines() or [""])[-1][:300]
+                print(f"{name:28s} FAILED: {failures[name]}", flush=True)
+                continue
+            with open(out, encoding="utf-8") as f:
+                d = json.load(f)
         results.append(d)
         st, fr = d["counts"], d["frontier"]
         fa_no = sum(v[0] for v in d["false_alarms"]["numoracle"].values())

@@ -23,6 +23,7 @@ import ast
 import importlib
 import linecache
 import math
+import os
 import sys
 import time
 import types
@@ -131,6 +132,51 @@ def reached_functions(op, spec_name: str, case, backend="interpreter") -> set:
         seen.add(f)
         todo.extend(callees.get(f, ()))
     return seen
+
+
+# Mutants that may address memory outside their tensors.  On the interpreter an out-of-bounds
+# store lands in the host heap (and can abort the process), so these run in a forked child.
+MEMORY_UNSAFE = frozenset({"mask_off_by_one", "scale_index_changed"})
+
+
+def _isolated(fn, timeout=300.0):
+    """fn() in a forked child process: ("ok", result), ("err", text) or ("died", text).  A child
+    that hangs (glibc can hang aborting on a corrupted heap) is killed after ``timeout`` s."""
+    import pickle
+    import select
+    import signal
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                   # child
+        os.close(r)
+        try:
+            data = pickle.dumps(("ok", fn()))
+        except BaseException as exc:               # noqa: BLE001 - reported to the parent
+            data = pickle.dumps(("err", repr(exc)[:300]))
+        with os.fdopen(w, "wb") as f:
+            f.write(data)
+        os._exit(0)
+    os.close(w)
+    chunks, end, hung = [], time.time() + timeout, False
+    with os.fdopen(r, "rb") as f:
+        while True:
+            left = end - time.time()
+            ready = select.select([f], [], [], max(left, 0))[0] if left > 0 else []
+            if not ready:
+                hung = True
+                break
+            b = os.read(f.fileno(), 1 << 16)
+            if not b:
+                break
+            chunks.append(b)
+    if hung:
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    data = b"".join(chunks)
+    if hung or not data:
+        return ("died", f"the process running the mutant {'hung' if hung else 'died'} (wait status {status}): "
+                        f"memory corrupted by an out-of-bounds access")
+    return pickle.loads(data)
 
 
 @dataclass
@@ -352,8 +398,16 @@ def run_campaign(op_name, *, backend="interpreter", dtype="bf16", groups=None, p
         except Exception as exc:
             m.status, m.error = "load_error", repr(exc)[:300]
             continue
-        runs = CR.run_kernel(op, kern, m.id, [r.case for r in base], baselines, backend=backend,
-                             reuse=reuse)
+        def go(kern=kern, base=base, reuse=reuse, mid=m.id):
+            return CR.run_kernel(op, kern, mid, [r.case for r in base], baselines, backend=backend, reuse=reuse)
+        if site.kind in MEMORY_UNSAFE and backend == "interpreter" and hasattr(os, "fork"):
+            how, runs = _isolated(go, timeout=max(30.0, 10.0 * len(base)))
+            if how != "ok":
+                m.status, m.error = "crash", runs
+                m.killed = {o: True for o in oracles}
+                continue
+        else:
+            runs = go()
         m.n_runs = len(runs)
         differing = [(r, b) for r, b in zip(runs, base) if r.digest != b.digest or r.outcome == "crash"]
         m.n_differing = len(differing)
