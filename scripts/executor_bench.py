@@ -41,6 +41,13 @@ def serial(names, n, backend):
     return out
 
 
+def _device(backend):
+    if backend == "gpu":
+        import torch
+        return f"{torch.cuda.device_count()} x {torch.cuda.get_device_name()}"
+    return f"cpu ({os.cpu_count()} cores)"
+
+
 def strip(d, exact=True):
     """Everything but ``seconds``; without exact medians (sweep_kernel lacking
     ``raw``), the medians of kernels run as several units are left out."""
@@ -98,7 +105,7 @@ def main(argv=None) -> int:
 
             from numoracle.executor.core import call_unit, start_cluster, wait_for_workers
             t = time.time()
-            cluster = start_cluster(backend, n, memory_limit="3GiB")
+            cluster = start_cluster(backend, n)
             client = distributed.Client(cluster)
             wait_for_workers(client, len(cluster.workers))
             row["start_seconds"] = round(time.time() - t, 2)
@@ -139,12 +146,14 @@ def main(argv=None) -> int:
                                       for k in a if a[k] != b.get(k)}
         print(json.dumps(row), flush=True)
         rows.append(row)
-    out = {"backend": backend, "ops": names, "cases_per_kernel": args.cases, "chunk": args.chunk,
-           "cpu_count": os.cpu_count(), "loadavg": os.getloadavg(), "rows": rows}
-    if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as fh:
-            json.dump(out, fh, indent=1)
+        out = {"backend": backend, "ops": names, "cases_per_kernel": args.cases, "chunk": args.chunk,
+               "cpu_count": os.cpu_count(), "loadavg": os.getloadavg(), "device": _device(backend), "rows": rows}
+        if args.out:                      # after every run: a run cut short keeps the rows it finished
+            os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+            tmp = args.out + ".tmp"
+            with open(tmp, "w") as fh:
+                json.dump(out, fh, indent=1)
+            os.replace(tmp, args.out)
     bad = [r["run"] for r in rows if r.get("equals_serial") is False]
     if bad:
         print(f"results differ from serial: {bad}", file=sys.stderr)
