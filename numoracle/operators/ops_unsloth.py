@@ -241,7 +241,8 @@ _register(Operator(
     "rms_layernorm_backward", "unsloth", rms_layernorm_backward, {
         "correct": _RMS + "rms_layernorm_backward",
         "two_rows": _RMS + "rms_layernorm_backward_two_rows"},
-    _ex_rms_bwd, backward=True, domain=Domain(params={"gemma": (False, True)})))
+    _ex_rms_bwd, backward=True, domain=Domain(params={"gemma": (False, True)}),
+    faulty={"no_offset": _RMS + "rms_layernorm_backward_no_offset"}))
 
 _register(Operator(
     "cross_entropy_loss", "unsloth", cross_entropy_loss, {
@@ -258,7 +259,8 @@ _register(Operator(
         "flat": _CE + "cross_entropy_loss_backward_flat",
         "small_block": _CE + "cross_entropy_loss_backward_small_block"},
     _ex_ce_bwd, backward=True,
-    domain=Domain(cols=(2, 512), params={"logit_scale": (0.0, 0.5), "softcap": (0.0, 30.0)})))
+    domain=Domain(cols=(2, 512), params={"logit_scale": (0.0, 0.5), "softcap": (0.0, 30.0)}),
+    faulty={"ignored_rows_kept": _CE + "cross_entropy_loss_backward_ignored_rows_kept"}))
 
 _register(Operator(
     "geglu_exact", "unsloth", geglu_exact, {

@@ -336,3 +336,12 @@ def cross_entropy_loss_backward_small_block(dloss, logits, labels, lse, *, logit
                                             softcap=0.0, num_warps=4):
     """As :func:`cross_entropy_loss_backward` with 32-wide class blocks (more programs)."""
     return _bwd(dloss, logits, labels, lse, logit_scale, softcap, "exp", 32, num_warps)
+
+
+def cross_entropy_loss_backward_ignored_rows_kept(dloss, logits, labels, lse, *, logit_scale=0.0,
+                                                  softcap=0.0, num_warps=8):
+    """FAULTY (ignored rows not masked): rows labelled −100 get the gradient of class 0 instead
+    of 0. Kept in ``Operator.faulty`` only."""
+    kept = torch.where(labels == IGNORE_INDEX, torch.zeros_like(labels), labels)
+    return cross_entropy_loss_backward(dloss, logits, kept, lse, logit_scale=logit_scale,
+                                       softcap=softcap, num_warps=num_warps)
