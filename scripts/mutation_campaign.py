@@ -18,37 +18,8 @@ import time
 
 from numoracle import operators
 from numoracle.backends import select
+from numoracle.campaign.mutation import global_frontier
 from numoracle.mutation import kill_table, run_campaign
-
-
-def _f(x):
-    return math.inf if x == "inf" else x
-
-
-def global_frontier(results, max_fa=0.01):
-    """One (atol, rtol) for every operator: false-alarm rate <= max_fa in every (operator, input
-    group) cell of the correct-kernel and variant runs; kills over every effective mutant."""
-    if not results:
-        return None
-    atols, rtols = results[0]["grid"]["atols"], results[0]["grid"]["rtols"]
-    cells = {}
-    for r in results:
-        for run in r["grid"]["kernel_runs"]:
-            cells.setdefault((r["op"], run["group"]), []).append([_f(x) for x in run["required_atol"]])
-    muts = [[_f(x) for x in m["grid_required_atol"]] for r in results for m in r["mutants"]
-            if m["status"] == "effective" and m["grid_required_atol"]]
-    best, best_cfg, n_ok = -1, None, 0
-    for a in atols:
-        for k, rt in enumerate(rtols):
-            if any(sum(n[k] > a for n in needs) / len(needs) > max_fa for needs in cells.values()):
-                continue
-            n_ok += 1
-            kills = sum(m[k] > a for m in muts)
-            if kills > best:
-                best, best_cfg = kills, {"atol": a, "rtol": rt}
-    nk = sum(bool(m["killed"].get("numoracle")) for r in results for m in r["mutants"] if m["status"] == "effective")
-    return {"configurations": len(atols) * len(rtols), "configurations_within": n_ok, "best_kills": max(best, 0),
-            "best": best_cfg, "mutants": len(muts), "numoracle_kills": nk}
 
 
 def main(argv=None):

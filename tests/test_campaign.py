@@ -14,8 +14,8 @@ OPS = ["rms_norm", "cross_entropy", "per_token_group_quant_fp8"]
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("campaign")
-    data = campaign(out, backend="interpreter", size="quick", ops=OPS, stages=("correct", "replays"),
-                    log=lambda s: None)
+    data = campaign(out, backend="interpreter", size="quick", ops=OPS, stages=("correct", "mutation", "replays"),
+                    log=lambda s: None, mutation_ops=["rms_norm"])
     return out, data
 
 
@@ -37,13 +37,23 @@ def test_change_pairs_exposed_and_controls_accepted(quick):
                for r in exposed)
 
 
+def test_mutation_stage_kills_without_false_alarms(quick):
+    _, data = quick
+    m = data["mutation"]
+    assert m["false_alarms"]["numoracle"] == 0
+    assert m["effective"] >= 1 and m["kills"]["numoracle"] >= 1
+    fr = data["frontier"]
+    assert len(fr["configs"]) == 400 and fr["numoracle_kills"] == m["kills"]["numoracle"]
+    assert set(data["tuned_shift"]["rms_norm"]["groups"]) >= {"calibration", "shifted_mean", "scaled_up"}
+
+
 def test_resumes_without_recomputing(quick, monkeypatch):
     out, data = quick
     def boom(*a, **k):
         raise AssertionError("a finished kernel was run again")
     monkeypatch.setattr(C, "sweep_kernel", boom)
-    again = campaign(out, backend="interpreter", size="quick", ops=OPS, stages=("correct", "replays"),
-                     log=lambda s: None)
+    again = campaign(out, backend="interpreter", size="quick", ops=OPS, stages=("correct", "mutation", "replays"),
+                     log=lambda s: None, mutation_ops=["rms_norm"])
     assert again["correct"] == json.loads(json.dumps(data["correct"]))
 
 
@@ -57,7 +67,8 @@ def test_report_has_every_section(quick):
     out, _ = quick
     html_path, md_path = write(out)
     page = html_path.read_text()
-    for section in ("Headline", "Correct kernels", "Per input group", "Width histograms", "Historical change pairs"):
+    for section in ("Headline", "Correct kernels", "Per input group", "Width histograms", "Historical change pairs",
+                    "Mutation testing", "Tuned-tolerance frontier", "Tuned tolerances under input shift"):
         assert section in page
     assert page.count("<svg") >= 2 and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
     md = md_path.read_text()

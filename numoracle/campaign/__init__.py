@@ -6,10 +6,10 @@ Stages, each written into ``DIR/campaign.json`` as soon as a unit of it ends
 - ``correct``: every registered kernel and behaviour-preserving variant over
   generated cases in every input group, judged in both modes (false alarms,
   uncertified inputs and why, acceptance widths beside assert_close's);
-- ``shift``: a tolerance tuned on the calibration group applied to the other
-  groups (false-alarm rate of the tuned tolerance under input shift);
-- ``mutation``: the mutation kill matrix against the baselines, and the
-  tuned-tolerance frontier;
+- ``mutation``: the mutation kill matrix against the baselines, the
+  tuned-tolerance frontier, and (from the same correct-kernel runs) a tolerance
+  tuned on the calibration group applied to the other groups: its false-alarm
+  rate under input shift;
 - ``replays``: the historical change pairs.
 
 ``--quick`` sizes it for CI and a 2-core machine; the full size targets a GPU.
@@ -23,10 +23,11 @@ import sys
 import time
 from pathlib import Path
 
-STAGES = ("correct", "shift", "mutation", "replays")
-SIZES = {  # cases per kernel (correct), per pair (replays), per mutant (mutation)
-    "quick": {"correct": 4, "replays": 6, "mutation": 3, "shift": 4},
-    "full": {"correct": 200, "replays": 60, "mutation": 12, "shift": 40},
+STAGES = ("correct", "mutation", "replays")
+SIZES = {  # cases per kernel (correct), per pair (replays); mutation: cases per input group,
+           # mutants per operator, seconds for the whole stage
+    "quick": {"correct": 4, "replays": 6, "mutation": 1, "max_mutants": 4, "mutation_seconds": 600},
+    "full": {"correct": 200, "replays": 60, "mutation": 2, "max_mutants": 40, "mutation_seconds": 5400},
 }
 
 
@@ -63,9 +64,10 @@ def _load(path: Path, meta: dict) -> dict:
     return {"schema": 1, "meta": meta}
 
 
-def campaign(out_dir, *, backend="interpreter", size="quick", ops=None, stages=STAGES, log=None) -> dict:
+def campaign(out_dir, *, backend="interpreter", size="quick", ops=None, stages=STAGES, log=None,
+             mutation_ops=None) -> dict:
     """Run (or resume) a campaign; returns the results dict also written to
-    ``out_dir/campaign.json``."""
+    ``out_dir/campaign.json``.  ``mutation_ops`` narrows the mutation stage (default: ``ops``)."""
     from .. import backends, operators
     from . import correct as C
     from . import replays as RP
@@ -102,22 +104,13 @@ def campaign(out_dir, *, backend="interpreter", size="quick", ops=None, stages=S
                         f"{r['counts']['fixed'].get('reject', 0)}, uncertified {r['counts']['fixed'].get('uncertified', 0)}, "
                         f"errors {r['errors']} ({r['seconds']}s)")
                 _save(path, data)
-    if "shift" in stages and "shift" not in data.get("done", []):
-        try:
-            from . import shift as SH
-        except ImportError:
-            data["tuned_shift"] = None
-        else:
-            data["tuned_shift"] = SH.run(names, sz["shift"], backend, dev, log=log)
-        data.setdefault("done", []).append("shift")
-        _save(path, data)
     if "mutation" in stages and "mutation" not in data.get("done", []):
-        try:
-            from . import mutation as MU
-        except ImportError:
-            data["mutation"] = None
-        else:
-            data["mutation"], data["frontier"] = MU.run(names, sz["mutation"], backend, dev, out, log=log)
+        from . import mutation as MU
+        m, data["frontier"] = MU.run(mutation_ops or names, sz["mutation"], backend, dev, out, log=log,
+                                     max_mutants=sz["max_mutants"], time_budget=sz["mutation_seconds"])
+        # the tuned tolerance under input shift comes from the same correct-kernel runs
+        data["tuned_shift"] = m.pop("tuned_shift", None)
+        data["mutation"] = m
         data.setdefault("done", []).append("mutation")
         _save(path, data)
     if "replays" in stages and "replays" not in data.get("done", []):
