@@ -149,6 +149,10 @@ def _isolated(fn, timeout=300.0):
     pid = os.fork()
     if pid == 0:                                   # child
         os.close(r)
+        # only the forking thread survives a fork: a thread pool inherited mid-state (OpenMP
+        # is not fork-safe) would deadlock the first parallel op, so run single-threaded
+        import torch
+        torch.set_num_threads(1)
         try:
             data = pickle.dumps(("ok", fn()))
         except BaseException as exc:               # noqa: BLE001 - reported to the parent
