@@ -40,7 +40,7 @@ DEFAULT_ATOLS = tuple(log_grid(20))
 @dataclass(frozen=True)
 class Case:
     """One reproducible input: the operator's ``example`` at this seed, group, dtype and
-    shape, with ``params`` overriding the example's parameters."""
+    shape; ``params`` fill what the example leaves open."""
     op: str
     group: str
     seed: int
@@ -52,8 +52,8 @@ class Case:
     def build(self, op, device="cpu"):
         inputs, params = op.example(self.seed, dtype=DTYPES[self.dtype], family=self.group,
                                     rows=self.rows, cols=self.cols)
-        params = dict(params)
-        params.update(dict(self.params))
+        # the example's own parameters are tied to its inputs and win (operators.Domain)
+        params = {**dict(self.params), **dict(params)}
         return tuple(t.to(device) for t in inputs), params
 
     def to_dict(self) -> dict:

@@ -62,6 +62,12 @@ def liger_rms_norm(x, w, *, eps=1e-6, offset=0.0, casting="llama"):
 def liger_layer_norm(x, w, b, *, eps=1e-5):
     from liger_kernel.ops.layer_norm import layer_norm_forward
 
+    if x.dtype != torch.float32:
+        # a finding, not a defect of the adapter: Liger 0.8.5 keeps Mean and RSTD in fp32 where
+        # OPERATORS.md's plan stores them in x's format (the backward reloads them); its y is
+        # judged by tests/test_liger.py on its own
+        raise NotImplementedError("Liger 0.8.5's layer_norm stores mean/rstd in fp32, not in x's "
+                                  f"format ({x.dtype}): another plan than layer_norm's reference")
     y, _x, mean, rstd, *_ = layer_norm_forward(_c(x), _c(w), _c(b), eps)
     return y, mean, rstd
 
