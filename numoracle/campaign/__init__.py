@@ -65,7 +65,7 @@ def _load(path: Path, meta: dict) -> dict:
 
 
 def campaign(out_dir, *, backend="interpreter", size="quick", ops=None, stages=STAGES, log=None,
-             mutation_ops=None) -> dict:
+             mutation_ops=None, overrides=None) -> dict:
     """Run (or resume) a campaign; returns the results dict also written to
     ``out_dir/campaign.json``.  ``mutation_ops`` narrows the mutation stage (default: ``ops``)."""
     from .. import backends, operators
@@ -75,7 +75,7 @@ def campaign(out_dir, *, backend="interpreter", size="quick", ops=None, stages=S
     backend = backends.select(backend)
     dev = backends.device(backend)
     names = list(ops or operators.names())
-    sz = SIZES[size]
+    sz = {**SIZES[size], **{k: v for k, v in (overrides or {}).items() if v is not None}}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "campaign.json"
@@ -135,6 +135,12 @@ def add_arguments(p) -> None:
     p.add_argument("--quick", action="store_true", help="CI-sized campaign")
     p.add_argument("--ops", default="", help="comma-separated operators (default: all registered)")
     p.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated subset of {','.join(STAGES)}")
+    p.add_argument("--cases", type=int, default=None, help="cases per kernel in the correct stage (size default)")
+    p.add_argument("--replay-cases", type=int, default=None, help="cases per change pair")
+    p.add_argument("--mutation-cases", type=int, default=None, help="mutation runs per input group")
+    p.add_argument("--max-mutants", type=int, default=None, help="mutants per operator")
+    p.add_argument("--mutation-seconds", type=float, default=None, help="time budget of the mutation stage")
+    p.add_argument("--mutation-ops", default="", help="operators of the mutation stage (default: --ops)")
     p.add_argument("--report", action="store_true", help="write report.html and report.md at the end")
     p.add_argument("--json", action="store_true", help="print the headline figures as JSON")
 
@@ -147,7 +153,10 @@ def run(args) -> int:
     if bad:
         raise InvalidArgument(f"--stages {args.stages!r}: unknown stage(s) {bad}; expected a subset of {STAGES}.")
     data = campaign(args.out, backend=args.backend, size="quick" if args.quick else "full",
-                    ops=[o for o in args.ops.split(",") if o] or None, stages=stages)
+                    ops=[o for o in args.ops.split(",") if o] or None, stages=stages,
+                    mutation_ops=[o for o in args.mutation_ops.split(",") if o] or None,
+                    overrides={"correct": args.cases, "replays": args.replay_cases, "mutation": args.mutation_cases,
+                               "max_mutants": args.max_mutants, "mutation_seconds": args.mutation_seconds})
     if args.report:
         write(args.out)
     h = headline(data)
