@@ -20,7 +20,12 @@ def _campaign(args) -> int:
         raise InvalidArgument(f"--stages {args.stages!r}: unknown stage(s) {bad}; expected a subset of {STAGES}.")
     data = campaign(args.out, backend=args.backend, size="quick" if args.quick else "full",
                     ops=[o for o in args.ops.split(",") if o] or None, stages=stages, executor=args.executor,
-                    scheduler=args.scheduler, workers=args.workers, chunk=args.chunk)
+                    scheduler=args.scheduler, workers=args.workers, chunk=args.chunk,
+                    mutation_ops=[o for o in getattr(args, "mutation_ops", "").split(",") if o] or None,
+                    overrides={"correct": getattr(args, "cases", None), "replays": getattr(args, "replay_cases", None),
+                               "mutation": getattr(args, "mutation_cases", None),
+                               "max_mutants": getattr(args, "max_mutants", None),
+                               "mutation_seconds": getattr(args, "mutation_seconds", None)})
     if args.report:
         write(args.out)
     h = headline(data)

@@ -355,7 +355,7 @@ def _kernel_names(name):
 
 
 def campaign(out_dir, *, backend="interpreter", size="quick", ops=None, stages=None, executor="local",
-             scheduler=None, workers=None, chunk=None, log=None) -> dict:
+             scheduler=None, workers=None, chunk=None, log=None, mutation_ops=None, overrides=None) -> dict:
     """The orchestrator's campaign with its correct stage on ``executor``:
     the same campaign.json (meta checked and resumed by the orchestrator's
     own rules); the other stages then run serially through
@@ -375,11 +375,13 @@ def campaign(out_dir, *, backend="interpreter", size="quick", ops=None, stages=N
     data["meta"].update({k: meta[k] for k in ("date", "device")})
     t0 = time.time()
     if "correct" in stages:
-        run_correct_stage(names, CA.SIZES[size]["correct"], backend, executor, scheduler, out, data=data,
+        sz = {**CA.SIZES[size], **{k: v for k, v in (overrides or {}).items() if v is not None}}
+        run_correct_stage(names, sz["correct"], backend, executor, scheduler, out, data=data,
                           workers=workers, chunk=chunk, log=log)
     data["meta"]["seconds"] = round(data["meta"].get("seconds", 0) + time.time() - t0, 1)
     CA._save(path, data)
     rest = tuple(s for s in stages if s != "correct")
     if rest:
-        data = CA.campaign(out, backend=backend, size=size, ops=names, stages=rest, log=log)
+        extra = {k: v for k, v in (("mutation_ops", mutation_ops), ("overrides", overrides)) if v is not None}
+        data = CA.campaign(out, backend=backend, size=size, ops=names, stages=rest, log=log, **extra)
     return data
