@@ -117,7 +117,7 @@ def main(argv=None):
     if gf:
         print(f"  one configuration for every operator (<= 1% false alarms in every operator x group): "
               f"{gf['configurations_within']} of {gf['configurations']} qualify; the best kills {gf['best_kills']}/"
-              f"{gf['mutants']} at {gf['best']}; numoracle kills {gf['numoracle_kills']}")
+              f"{gf['effective_mutants']} at {gf['best']}; numoracle kills {gf['numoracle_kills']}")
     if failures:
         print("  operators not completed:", json.dumps(failures))
     if a.out:
