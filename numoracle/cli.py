@@ -75,6 +75,11 @@ def _run(args, *, command: str) -> int:
     seconds = _budget(args)
     if args.examples is not None and args.examples < 0:
         raise InvalidArgument(f"--examples {args.examples}: expected a count >= 0.")
+    if command == "fuzz":
+        from .executor import wants_executor
+        if wants_executor(args):
+            from .executor.fuzz import run_from_cli
+            return run_from_cli(args, op=op, groups=groups, formats=fmts, seconds=seconds)
     if command == "check":
         examples = 12 if args.examples is None else args.examples
         max_rows, max_cols = args.max_rows or 8, args.max_cols or 256
@@ -210,6 +215,11 @@ def _add_run_arguments(p, *, command: str) -> None:
     if command == "fuzz":
         p.add_argument("--database", default=".numoracle/hypothesis",
                        help="Hypothesis example database directory (resumes long runs); 'none' to disable")
+        from .executor import add_arguments as executor_arguments
+        executor_arguments(p)
+        p.add_argument("--units", type=int, default=None,
+                       help="with --executor dask or --workers: Hypothesis searches per input group (seeds --seed.., "
+                            "default 4), each of --examples cases (default 20) or --seconds")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     p.add_argument("--json", action="store_true")
 

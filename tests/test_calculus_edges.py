@@ -78,3 +78,24 @@ def test_flush_to_zero_of_a_subnormal_argument_is_admitted_under_an_ftz_profile(
     assert all(vv.status == "accept" for vv in v.values()), v["fixed"].explain()
     # without flush-to-zero the same output is wrong for the subnormal argument
     assert check_modes(program, good, (x,), {}, profile="interpreter")["fixed"].status == "reject"
+
+
+@no.reference
+def recip_const(x):
+    return 1.0 / x.to(fp32)
+
+
+@no.reference
+def recip_tensor(one, x):
+    return one.to(fp32) / x.to(fp32)
+
+
+def test_a_constant_numerator_of_one_uses_the_reciprocal_bound():
+    from numoracle.check import run_reference
+    from numoracle.mathlib import load
+    prof = load("h200")
+    assert prof.model("recip").a < prof.model("div").a
+    x = torch.tensor([3.0, 7.0, 0.1], dtype=torch.float32)
+    r1 = run_reference(recip_const, (x,), {}, prof)[0][0]
+    r2 = run_reference(recip_tensor, (torch.ones(3), x), {}, prof)[0][0]
+    assert bool((r1.radius() < r2.radius()).all())

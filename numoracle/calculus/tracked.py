@@ -490,7 +490,9 @@ def _div(x: Tracked, y: Tracked, fmt, shape, taint, call: str = "div") -> Tracke
     if c.shape != shape:
         c = c.expand(shape).clone()
     t = Tracked(c, fmt, fm, ctx, taint=_or(taint, r.taint))
-    return _library_error(t, call, x_abs=None, what="division" if call == "div" else call)
+    if call == "div" and x.c.ndim == 0 and x.form.is_zero() and float(x.c) == 1.0 and "recip" in ctx.profile.functions:
+        call = "recip"               # 1.0 / y: the GPU's reciprocal is more accurate than x / y
+    return _library_error(t, call, x_abs=None, what="division" if call in ("div", "recip") else call)
 
 
 # Under flush-to-zero a subnormal argument becomes 0.  At a pole (rsqrt, log, reciprocal) the

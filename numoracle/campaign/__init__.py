@@ -143,6 +143,8 @@ def add_arguments(p) -> None:
     p.add_argument("--mutation-ops", default="", help="operators of the mutation stage (default: --ops)")
     p.add_argument("--report", action="store_true", help="write report.html and report.md at the end")
     p.add_argument("--json", action="store_true", help="print the headline figures as JSON")
+    from ..executor import add_arguments as executor_arguments
+    executor_arguments(p)
 
 
 def run(args) -> int:
@@ -152,7 +154,14 @@ def run(args) -> int:
     bad = [s for s in stages if s not in STAGES]
     if bad:
         raise InvalidArgument(f"--stages {args.stages!r}: unknown stage(s) {bad}; expected a subset of {STAGES}.")
-    data = campaign(args.out, backend=args.backend, size="quick" if args.quick else "full",
+    from ..executor import wants_executor
+    run_campaign = campaign
+    if wants_executor(args):      # the correct stage as units on local processes or Dask, the rest as below
+        from functools import partial
+
+        from ..executor.campaign import campaign as on_executor
+        run_campaign = partial(on_executor, executor=args.executor, scheduler=args.scheduler, workers=args.workers)
+    data = run_campaign(args.out, backend=args.backend, size="quick" if args.quick else "full",
                     ops=[o for o in args.ops.split(",") if o] or None, stages=stages,
                     mutation_ops=[o for o in args.mutation_ops.split(",") if o] or None,
                     overrides={"correct": args.cases, "replays": args.replay_cases, "mutation": args.mutation_cases,

@@ -89,9 +89,13 @@ def histogram(t: torch.Tensor) -> list[int]:
     return torch.bincount(idx, minlength=len(HIST_EDGES) + 1).tolist()
 
 
-def sweep_kernel(op, kname, kernel, case_list, backend, dev, progress=None) -> dict:
-    """Run one kernel over the cases and judge every run in both modes."""
+def sweep_kernel(op, kname, kernel, case_list, backend, dev, progress=None, raw=False) -> dict:
+    """Run one kernel over the cases and judge every run in both modes.
+    ``raw``: also return each case's widths (``"raw"``: per mode, (seed,
+    tensor) pairs), so that results over disjoint case sets merge exactly
+    (numoracle.executor)."""
     t1 = time.time()
+    segs = {"width": {m: [] for m in MODES}, "accepted": {m: [] for m in MODES}, "assert_close": []}
     groups: dict = {}
     wid = {m: [] for m in MODES}
     qwid = {m: [] for m in MODES}
@@ -111,8 +115,11 @@ def sweep_kernel(op, kname, kernel, case_list, backend, dev, progress=None) -> d
                 w, q, t = widths(v)
                 wid[mode].append(w)
                 qwid[mode].append(q)
+                segs["width"][mode].append((seed, w))
+                segs["accepted"][mode].append((seed, q))
                 if mode == "fixed":
                     tol.append(t)
+                    segs["assert_close"].append((seed, t))
                 if v.status == "uncertified":
                     for s in v.certificate.failing or [None]:
                         key = f"{s.label} ({s.kind})" if s is not None else "non-finite reference"
@@ -138,7 +145,7 @@ def sweep_kernel(op, kname, kernel, case_list, backend, dev, progress=None) -> d
             for k, n in g[m].items():
                 totals[m][k] = totals[m].get(k, 0) + n
     cat = (lambda xs: torch.cat(xs) if xs else torch.empty(0, dtype=torch.float64))
-    return {"cases": len(case_list), "counts": totals, "errors": sum(g["error"] for g in groups.values()),
+    out = {"cases": len(case_list), "counts": totals, "errors": sum(g["error"] for g in groups.values()),
             "unsupported": sum(g.get("unsupported", 0) for g in groups.values()),
             "groups": groups, "seconds": round(time.time() - t1, 2),
             "width_ulps": {m: summary(cat(wid[m])) for m in MODES},
@@ -147,6 +154,9 @@ def sweep_kernel(op, kname, kernel, case_list, backend, dev, progress=None) -> d
             "width_histogram": {m: histogram(cat(wid[m])) for m in MODES},
             "assert_close_histogram": histogram(cat(tol)),
             "uncertified_sites": unc_sites, "examples": examples}
+    if raw:
+        out["raw"] = segs
+    return out
 
 
 def run(op_names, n_cases: int, backend: str, dev: str, log=print) -> dict:

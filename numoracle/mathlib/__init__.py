@@ -19,7 +19,7 @@ from ..errors import InvalidArgument
 
 # The functions a reference program may call, and the kernel call they stand for.
 FUNCTION_NAMES = (
-    "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "div", "div_rn",
+    "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "recip", "div", "div_rn",
     "sigmoid", "tanh", "erf", "sin", "cos",
 )
 

@@ -99,7 +99,7 @@ GROWING = ("exp", "sigmoid")            # functions fitted with a + b|x|
 # Profile functions whose subnormal arguments the calculus treats as outside the domain under
 # FTZ (calculus.tracked._FTZ_POLES, where division is "reciprocal"): calibrate leaves exactly
 # those points out, so that a function flushing other arguments shows up as *uncovered*.
-_CALCULUS_TO_PROFILE = {"reciprocal": ("div", "div_rn"), "sqrt": ("sqrt", "sqrt_rn")}
+_CALCULUS_TO_PROFILE = {"reciprocal": ("div", "recip", "div_rn"), "sqrt": ("sqrt", "sqrt_rn")}
 
 
 def _ftz_poles() -> tuple:
@@ -116,8 +116,8 @@ def _ftz_poles() -> tuple:
 
 
 FTZ_POLES = _ftz_poles()
-CR_BY_SPEC = {"interpreter": ("sqrt_rn", "div_rn", "sqrt", "div"), "gpu": ("sqrt_rn", "div_rn")}
-ALIASES = {"reciprocal": "div", "recip": "div"}
+CR_BY_SPEC = {"interpreter": ("sqrt_rn", "div_rn", "sqrt", "div", "recip"), "gpu": ("sqrt_rn", "div_rn")}
+ALIASES = {"reciprocal": "recip"}
 
 
 # --------------------------------------------------------------------------
@@ -314,7 +314,8 @@ SPECS = {
                  _unary_inputs(_sqrt_edges, (MIN_SUB, FLT_MAX), lambda r, n: r.uniform(1.0, 4.0, n))),
     "sqrt_rn": Spec("sqrt_rn", ("tl.sqrt_rn",), np.sqrt, lambda m, x: m.sqrt(x), lambda x: x > 0,
                     _unary_inputs(_sqrt_edges, (MIN_SUB, FLT_MAX), lambda r, n: r.uniform(1.0, 4.0, n))),
-    "div": Spec("div", ("1.0 / x", "x / y"), _recip_or_div, None, None, None),
+    "recip": Spec("recip", ("1.0 / x",), _recip_or_div, None, None, None),
+    "div": Spec("div", ("x / y",), _recip_or_div, None, None, None),
     "div_rn": Spec("div_rn", ("tl.math.div_rn",), _recip_or_div, lambda m, x, y: x / y,
                    lambda x, y: (y != 0), _div_inputs, arity=2),
     "sigmoid": Spec("sigmoid", ("tl.sigmoid",), lambda x: 1.0 / (1.0 + np.exp(-x)),
@@ -332,10 +333,10 @@ SPECS = {
 
 
 def _call_spec(key: str, call: str) -> Spec:
-    """The spec a call is measured with (``div`` has a unary and a binary call)."""
-    if key == "div":
+    """The spec a call is measured with (``recip`` is division's unary call, ``div`` its binary one)."""
+    if key in ("div", "recip"):
         if call == "1.0 / x":
-            return Spec("div", (call,), lambda x: 1.0 / x, lambda m, x: 1 / x, lambda x: x != 0,
+            return Spec("recip", (call,), lambda x: 1.0 / x, lambda m, x: 1 / x, lambda x: x != 0,
                         _unary_inputs(_recip_edges, (-FLT_MAX, FLT_MAX),
                                       lambda r, n: r.choice([-1.0, 1.0], n) * np.exp(r.uniform(-87, 88, n))))
         return Spec("div", (call,), lambda x, y: x / y, lambda m, x, y: x / y, lambda x, y: y != 0,
@@ -470,7 +471,7 @@ def _ftz_behaviour(run: Runner, key: str, call: str, spec: Spec) -> dict:
         sub = (np.abs(ex) < MIN_NORMAL) & (np.abs(ex) >= MIN_SUB)
         if sub.any():
             out["outputs"] = bool((got[sub] == 0).all())
-    elif key in ("div", "div_rn"):
+    elif key in ("div", "recip", "div_rn"):
         x = np.array([2.0**-120, 2.0**-125, 1.0], dtype=np.float32)
         y = np.array([2.0**10, 2.0**5, 2.0**127], dtype=np.float32)
         got = run(call, x, y) if spec.arity == 2 else run(call, np.array([2.0**127, 2.0**126.5], np.float32))
