@@ -92,6 +92,16 @@ def _fmt(x, digits=3) -> str:
     return str(x)
 
 
+def _tolerance_text(t) -> str:
+    if isinstance(t, dict) and "per_output" in t:
+        return "; ".join(f"({o.get('atol', 0):.2g}, {o.get('rtol', 0):.2g})" for o in t["per_output"])
+    return "–" if t is None else str(t)
+
+
+def _pct(x) -> str:
+    return "–" if x is None else f"{100 * x:.0f}%"
+
+
 def _table(head: list[str], rows: list[list], cls: str = "") -> str:
     h = "".join(f"<th>{html.escape(str(c))}</th>" for c in head)
     def td(c):
@@ -305,9 +315,9 @@ def render_html(data: dict) -> str:
         parts.append("<h2>Tuned tolerances under input shift</h2><p>A tolerance tuned on the calibration group, "
                      "then applied to the same correct runs in every group: false-alarm rate per group.</p>")
         groups = sorted({g for v in shift.values() for g in v.get("groups", {})})
-        parts.append(_table(["operator", "tuned (atol, rtol)"] + groups, [
-            [html.escape(op), html.escape(str(v.get("tolerance")))] +
-            [_fmt(v["groups"].get(g)) for g in groups] for op, v in sorted(shift.items())]))
+        parts.append(_table(["operator", "tuned (atol, rtol) per output"] + groups, [
+            [html.escape(op), html.escape(_tolerance_text(v.get("tolerance")))] +
+            [_pct(v["groups"].get(g)) for g in groups] for op, v in sorted(shift.items())]))
     m = data.get("mutation") or {}
     if m:
         parts.append("<h2>Mutation testing</h2>")
