@@ -18,7 +18,7 @@ import time
 
 from numoracle import operators
 from numoracle.backends import select
-from numoracle.campaign.mutation import global_frontier
+from numoracle.campaign.mutation import global_frontier, totals
 from numoracle.mutation import kill_table, run_campaign
 
 
@@ -82,22 +82,11 @@ def main(argv=None):
         if a.tables:
             print(kill_table(c))
     oracles = results[0]["oracles"] if results else []
-    tot = {"operators": len(results), "mutants": sum(r["counts"]["total"] for r in results)}
-    for k in ("effective", "crash", "equivalent", "load_error"):
-        tot[k] = sum(r["counts"][k] for r in results)
-    tot["kills"] = {o: sum(r["counts"]["kills"][o] for r in results) for o in oracles}
-    tot["false_alarms"] = {o: [sum(v[0] for r in results for v in r["false_alarms"][o].values()),
-                               sum(v[1] for r in results for v in r["false_alarms"][o].values())] for o in oracles}
-    # worst-group false-alarm rate of each baseline, over all operators
-    tot["worst_group_false_alarm_rate"] = {}
-    for o in oracles:
-        per_group = {}
-        for r in results:
-            for g, (f, n) in r["false_alarms"][o].items():
-                c = per_group.setdefault(g, [0, 0])
-                c[0] += f
-                c[1] += n
-        tot["worst_group_false_alarm_rate"][o] = max((f / n for f, n in per_group.values() if n), default=0.0)
+    tot = totals(results) if results else {"operators": 0, "mutants": 0, "effective": 0, "crash": 0,
+                                            "equivalent": 0, "load_error": 0, "kills": {}, "false_alarm_runs": {},
+                                            "worst_group_false_alarm_rate": {}}
+    tot.pop("matrix", None)
+    tot["false_alarms"] = tot.pop("false_alarm_runs")          # [failing runs, runs] per oracle
     tot["frontier_per_operator_sum"] = sum(r["frontier"]["best_kills"] for r in results)
     tot["numoracle_kills_of_frontier_mutants"] = sum(r["frontier"]["numoracle_kills"] for r in results)
     tot["global_frontier"] = global_frontier(results)
