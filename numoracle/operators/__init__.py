@@ -137,7 +137,8 @@ _register(Operator("layer_norm", "liger", R.layer_norm_fwd, {
     "chunked": _K + "layer_norm:layer_norm_chunked"}, _ex_ln,
     faulty={"padded_variance": _K + "faulty_forward:layer_norm_padded_variance"}))
 _register(Operator("softmax", "liger", R.softmax, {
-    "correct": _K + "softmax:softmax", "exp2": _K + "softmax:softmax_exp2"}, _ex_x))
+    "correct": _K + "softmax:softmax", "exp2": _K + "softmax:softmax_exp2",
+    "one_warp": _K + "softmax:softmax_one_warp"}, _ex_x))
 _register(Operator("swiglu", "liger", R.swiglu, {
     "correct": _K + "swiglu:swiglu", "explicit_sigmoid": _K + "swiglu:swiglu_explicit_sigmoid",
     "flat": _K + "swiglu:swiglu_flat"}, _ex_ab))
@@ -145,10 +146,13 @@ _register(Operator("swiglu", "liger", R.swiglu, {
 # H200 it was rejected (confirmed) for fp32 outputs, because the approximate exp inside
 # sigmoid loses tanh's relative accuracy near 0 - a different precision plan, not a
 # behaviour-preserving change.
-_register(Operator("geglu", "liger", R.geglu, {"correct": _K + "geglu:geglu"}, _ex_ab))
+_register(Operator("geglu", "liger", R.geglu, {
+    "correct": _K + "geglu:geglu", "one_warp": _K + "geglu:geglu_one_warp",
+    "wide_block": _K + "geglu:geglu_wide_block"}, _ex_ab))
 _register(Operator("cross_entropy", "liger", R.cross_entropy, {
     "correct": _K + "cross_entropy:cross_entropy:0",
-    "two_pass": _K + "cross_entropy:cross_entropy_two_pass:0"}, _ex_ce,
+    "two_pass": _K + "cross_entropy:cross_entropy_two_pass:0",
+    "one_warp": _K + "cross_entropy:cross_entropy_one_warp:0"}, _ex_ce,
     domain=Domain(params={"reduction": ("mean", "sum", "none")}),
     faulty={"always_divides": _K + "faulty_forward:cross_entropy_always_divides:0",
             "storage_format": _K + "faulty_forward:cross_entropy_storage_format:0"}))
@@ -163,7 +167,8 @@ def _ex_kl(seed, dtype, family, rows, cols):
 
 
 _register(Operator("kl_div", "liger", R.kl_div, {
-    "correct": _K + "kl_div:kl_div", "chunked": _K + "kl_div:kl_div_chunked"}, _ex_kl,
+    "correct": _K + "kl_div:kl_div", "chunked": _K + "kl_div:kl_div_chunked",
+    "one_warp": _K + "kl_div:kl_div_one_warp"}, _ex_kl,
     formats=("bf16", "fp32"),
     domain=Domain(formats=("bf16", "fp32"), params={"reduction": ("batchmean", "sum", "mean", "none")}),
     faulty={"no_eps_clamp": _K + "kl_div:kl_div_unclamped"}))

@@ -240,7 +240,8 @@ _register(Operator(
 _register(Operator(
     "rms_layernorm_backward", "unsloth", rms_layernorm_backward, {
         "correct": _RMS + "rms_layernorm_backward",
-        "two_rows": _RMS + "rms_layernorm_backward_two_rows"},
+        "two_rows": _RMS + "rms_layernorm_backward_two_rows",
+        "four_rows": _RMS + "rms_layernorm_backward_four_rows"},
     _ex_rms_bwd, backward=True, domain=Domain(params={"gemma": (False, True)}),
     faulty={"no_offset": _RMS + "rms_layernorm_backward_no_offset"}))
 

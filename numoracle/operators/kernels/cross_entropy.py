@@ -180,3 +180,10 @@ def cross_entropy_two_pass(logits, labels, *, ignore_index=-100, label_smoothing
     ``tl.exp`` against that max (pass 1b); the gradient uses p = exp(x − m) / d (``tl.exp``)."""
     return _launch(logits, labels, ignore_index, label_smoothing, reduction, softcap,
                    z_loss_scale, softcap_tanh, block, num_warps, two_pass=True)
+
+
+def cross_entropy_one_warp(logits, labels, *, ignore_index=-100, label_smoothing=0.0, reduction="mean",
+                           softcap=None, z_loss_scale=0.0, softcap_tanh="libdevice"):
+    """As :func:`cross_entropy` with one warp per program (BLOCK still covers the row: one chunk)."""
+    return _launch(logits, labels, ignore_index, label_smoothing, reduction, softcap, z_loss_scale,
+                   softcap_tanh, None, 1, two_pass=False)

@@ -77,3 +77,14 @@ def geglu_sigmoid_form(a, b, *, block=None, num_warps=4):
     """As ``geglu(a, b, "tanh")`` with tanh(z) evaluated as 2·sigmoid(2z) − 1 in fp32
     (``tl.sigmoid``, so fp32 ``exp``); needs no libdevice."""
     return _launch(a, b, "sigmoid", block, num_warps)
+
+
+def geglu_one_warp(a, b, approximate="tanh", *, block=None):
+    """As :func:`geglu` with one warp per program (the row's lanes split over 32 threads)."""
+    return geglu(a, b, approximate, block=block, num_warps=1)
+
+
+def geglu_wide_block(a, b, approximate="tanh", *, num_warps=8):
+    """As :func:`geglu` with a BLOCK twice the row's next power of two (more masked lanes)."""
+    n = a.shape[-1]
+    return geglu(a, b, approximate, block=2 * triton.next_power_of_2(n), num_warps=num_warps)

@@ -186,3 +186,8 @@ def rms_layernorm_backward_no_offset(dy, x, w, rstd, *, gemma=False, num_warps=4
     """FAULTY (change pair 4's backward form): the Gemma (w + 1) offset dropped in the backward
     (dy·w used for both variants). Kept in ``Operator.faulty`` only."""
     return rms_layernorm_backward(dy, x, w, rstd, gemma=False, num_warps=num_warps)
+
+
+def rms_layernorm_backward_four_rows(dy, x, w, rstd, *, gemma=False, num_warps=2):
+    """As :func:`rms_layernorm_backward` with four rows per program and two warps."""
+    return rms_layernorm_backward(dy, x, w, rstd, gemma=gemma, rows_per_program=4, num_warps=num_warps)
