@@ -30,9 +30,12 @@ def cmd_ops(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'operator':16s} {'source':8s} {'formats':16s} {'variants'}")
+    w = max(len(r["name"]) for r in rows) if rows else 8
+    print(f"{'operator':{w}s}  {'source':8s} {'formats':15s} {'backward':8s}  {'variants'}")
     for r in rows:
-        print(f"{r['name']:16s} {r['source']:8s} {','.join(r['formats']):16s} {', '.join(r['variants'])}")
+        up = f"  (+ upstream: {', '.join(r['upstream'])})" if r.get("upstream") else ""
+        print(f"{r['name']:{w}s}  {r['source']:8s} {','.join(r['formats']):15s} {'yes' if r['backward'] else '':8s}  "
+              f"{', '.join(r['variants'])}{up}")
     return 0
 
 

@@ -19,6 +19,9 @@ from ..strategies.families import fill
 from . import references as R
 
 
+UPSTREAM_KERNELS = ("liger",)      # kernels of the upstream package itself, attached when installed
+
+
 @dataclass(frozen=True)
 class Domain:
     """The inputs an operator is defined on, for strategies and campaigns:
@@ -69,7 +72,9 @@ class Operator:
                            "cols_multiple_of": self.domain.cols_multiple_of,
                            "params": {k: list(v) for k, v in self.domain.params.items()}},
                 "kernels": [k for k in self.kernel_specs if k == "correct"],
-                "variants": [k for k in self.kernel_specs if k != "correct"], "backward": self.backward}
+                "variants": [k for k in self.kernel_specs if k not in ("correct",) + UPSTREAM_KERNELS],
+                "upstream": [k for k in self.kernel_specs if k in UPSTREAM_KERNELS],
+                "faulty": sorted(self.faulty), "backward": self.backward}
 
 
 def _load(spec: str):

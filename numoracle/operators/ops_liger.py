@@ -212,7 +212,7 @@ _register(Operator(
         "correct": _K + "fused_linear_cross_entropy:fused_linear_cross_entropy",
         "big_tiles": _K + "fused_linear_cross_entropy:fused_linear_cross_entropy_big_tiles",
         "two_pass": _K + "fused_linear_cross_entropy:fused_linear_cross_entropy_two_pass"},
-    _ex_flce,
+    _ex_flce, backward=True,            # its outputs include grad_x and grad_W
     domain=Domain(rows=(1, 8), cols=(2, 128),
                   params={"reduction": ("mean", "sum"), "accum_fp32": (False, True)}),
     faulty={"chunk_count": _K + "fused_linear_cross_entropy:fused_linear_cross_entropy_chunk_count"}))
