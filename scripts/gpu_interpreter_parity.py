@@ -204,27 +204,9 @@ def make_inputs(n: int, seed: int = 0) -> dict:
 
 def _load_interpreter():
     sys.path.insert(0, str(ROOT))
-    try:
-        from numoracle.backends import interpreter
+    from numoracle.backends import interpreter
 
-        return interpreter
-    except Exception:  # the package __init__ may be broken: load the module by path
-        import importlib.util
-        import types
-
-        for name in [m for m in sys.modules if m == "numoracle" or m.startswith("numoracle.")]:
-            del sys.modules[name]
-        for name, path in (("numoracle", ROOT / "numoracle"), ("numoracle.backends", ROOT / "numoracle" / "backends")):
-            pkg = types.ModuleType(name)
-            pkg.__path__ = [str(path)]
-            sys.modules[name] = pkg
-        for name in ("_triton_compat", "interpreter"):
-            full = f"numoracle.backends.{name}"
-            spec = importlib.util.spec_from_file_location(full, ROOT / "numoracle" / "backends" / f"{name}.py")
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[full] = mod
-            spec.loader.exec_module(mod)
-        return sys.modules["numoracle.backends.interpreter"]
+    return interpreter
 
 
 def _kernels():

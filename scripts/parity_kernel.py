@@ -45,6 +45,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the numpy bit helpers both parity scripts use (numpy only; the GPU side needs nothing else)
+from gpu_interpreter_parity import bf16_to_f32, f32_to_bf16_rne, ordered  # noqa: E402
 
 EPS = 1e-6
 BLOCK = 1024
@@ -127,18 +130,6 @@ def evidence_kernel(x_ptr, a_ptr, b_ptr, t_ptr, p_ptr, u_ptr, v_ptr, w_ptr,
 # --------------------------------------------------------------------------
 # numpy helpers: exact roundings (what the GPU's instructions compute)
 # --------------------------------------------------------------------------
-
-def f32_to_bf16_rne(x) -> np.ndarray:
-    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
-    nan = (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
-    with np.errstate(over="ignore"):
-        r = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
-    return np.where(nan, (bits >> np.uint32(16)) | np.uint32(0x40), r).astype(np.uint16)
-
-
-def bf16_to_f32(bits) -> np.ndarray:
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
-
 
 def _two_sum(a, b):
     s = a + b
@@ -239,11 +230,6 @@ def _bf16_div(a, b) -> np.ndarray:
     with np.errstate(all="ignore"):
         q = a.astype(np.float64) / b.astype(np.float64)
     return _bf16_from_exact(q, np.zeros_like(q))
-
-
-def ordered(bits32: np.ndarray) -> np.ndarray:
-    b = bits32.astype(np.uint32).view(np.int32).astype(np.int64)
-    return np.where(b < 0, -(b & 0x7FFFFFFF), b)
 
 
 def ulp_err(bits32: np.ndarray, ref64: np.ndarray) -> np.ndarray:

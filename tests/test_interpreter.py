@@ -8,11 +8,9 @@ uninstall()/install(); the fixtures restore whatever state the session had
 
 import contextlib
 import importlib
-import importlib.util
 import os
 import subprocess
 import sys
-import types
 from fractions import Fraction
 from pathlib import Path
 
@@ -28,28 +26,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in cast:Run
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load_interpreter_module():
-    """Import numoracle.backends.interpreter; if the package's __init__ (other
-    people's work in progress) fails to import, load it by path."""
-    try:
-        return importlib.import_module("numoracle.backends.interpreter")
-    except Exception:  # pragma: no cover - depends on the rest of the package
-        for name in [m for m in sys.modules if m == "numoracle" or m.startswith("numoracle.")]:
-            del sys.modules[name]
-        for name, path in (("numoracle", ROOT / "numoracle"), ("numoracle.backends", ROOT / "numoracle" / "backends")):
-            pkg = types.ModuleType(name)
-            pkg.__path__ = [str(path)]
-            sys.modules[name] = pkg
-        for name in ("_triton_compat", "interpreter"):
-            full = f"numoracle.backends.{name}"
-            spec = importlib.util.spec_from_file_location(full, ROOT / "numoracle" / "backends" / f"{name}.py")
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[full] = mod
-            spec.loader.exec_module(mod)
-        return sys.modules["numoracle.backends.interpreter"]
-
-
-interp = _load_interpreter_module()
+interp = importlib.import_module("numoracle.backends.interpreter")
 
 import torch  # noqa: E402
 import triton  # noqa: E402
@@ -221,9 +198,8 @@ LATE_IMPORT_SCRIPT = r"""
 import os, sys, warnings
 os.environ.pop("TRITON_INTERPRET", None)
 import triton, triton.language as tl  # before TRITON_INTERPRET is set: tl.sum is a compiled JITFunction
-sys.path.insert(0, os.path.join(sys.argv[1], "scripts"))
-from gpu_interpreter_parity import _load_interpreter  # imports numoracle's module (by path if need be)
-interpreter = _load_interpreter()
+sys.path.insert(0, sys.argv[1])
+from numoracle.backends import interpreter
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     interpreter.install()
