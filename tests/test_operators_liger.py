@@ -11,6 +11,7 @@ import torch
 from numoracle import backends, operators
 from numoracle.check import check
 from numoracle.strategies import GROUPS
+from operator_checks import assert_accepted, judge
 
 DT = (torch.bfloat16, torch.float32, torch.float16)
 
@@ -20,21 +21,6 @@ def _interpreter():
     backends.select("interpreter")
 
 
-def _assert_accepted(v, what):
-    """Accepted; or uncertified only where a value leaves its format's finite range (outside
-    the domain the regions are certified on, never a silent accept)."""
-    if v.status == "uncertified":
-        sites = v.certificate.failing or []
-        assert sites and all(s.kind == "range" for s in sites), f"{what}: {v.explain()}"
-        return
-    assert v.status == "accept", f"{what}: {v.status}\n{v.explain()}"
-
-
-def _judge(op, kernel, seed, group, dtype, rows, cols):
-    inputs, params = op.example(seed, dtype=dtype, family=group, rows=rows, cols=cols)
-    outs = kernel(*[t.clone() for t in inputs], **params)
-    return [check(op.reference, outs, inputs, params, mode=m, backend="interpreter")
-            for m in ("statistical", "fixed")]
 
 
 CASES = {
@@ -57,8 +43,8 @@ def test_kernel_accepted_in_both_modes(name, kname):
     op = operators.get(name)
     kernel = op.kernels[kname]
     for case in CASES[name]:
-        for v in _judge(op, kernel, *case):
-            _assert_accepted(v, f"{name}/{kname} on {case}")
+        for v in judge(op, kernel, *case):
+            assert_accepted(v, f"{name}/{kname} on {case}")
 
 
 def test_rope_fp32_matches_float64_rotation():

@@ -8,6 +8,7 @@ import torch
 from numoracle import backends, operators
 from numoracle.check import check
 from numoracle.strategies import GROUPS
+from operator_checks import assert_accepted, judge
 
 DT = (torch.bfloat16, torch.float32, torch.float16)
 SHAPES = ((3, 96), (2, 37), (4, 130))
@@ -26,22 +27,6 @@ def _cases(op, per_group=1):
     return out
 
 
-def _assert_accepted(v, what):
-    """Accepted; or uncertified only where an fp16/bf16 value leaves the format's finite range
-    (e.g. gelu(e)·g of a 1000x outlier in fp16) - the element is outside the domain the regions
-    are certified on, never a silent accept."""
-    if v.status == "uncertified":
-        sites = v.certificate.failing or []
-        assert sites and all(s.kind == "range" for s in sites), f"{what}: {v.explain()}"
-        return
-    assert v.status == "accept", f"{what}: {v.status}\n{v.explain()}"
-
-
-def _judge(op, kernel, seed, group, dtype, rows, cols):
-    inputs, params = op.example(seed, dtype=dtype, family=group, rows=rows, cols=cols)
-    outs = kernel(*[t.clone() for t in inputs], **params)
-    return [check(op.reference, outs, inputs, params, mode=m, backend="interpreter")
-            for m in ("statistical", "fixed")]
 
 
 KERNELS = [(name, k) for name in ("rms_layernorm", "cross_entropy_loss", "geglu_exact",
@@ -57,8 +42,8 @@ def test_kernel_accepted_in_both_modes_on_every_group(name, kname):
     op = operators.get(name)
     kernel = op.kernels[kname]
     for case in _cases(op):
-        for v in _judge(op, kernel, *case):
-            _assert_accepted(v, f"{name}/{kname} on {case}")
+        for v in judge(op, kernel, *case):
+            assert_accepted(v, f"{name}/{kname} on {case}")
 
 
 def test_cross_entropy_chunked_path_matches_the_fused_path():
