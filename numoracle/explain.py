@@ -109,7 +109,13 @@ def explain(v) -> str:
         if bool(o.rejected.reshape(-1)[i]) and not bool(o.special.reshape(-1)[i]):
             side = "above the upper" if y > float(o.hi.reshape(-1)[i]) else "below the lower"
             lines.append(f"  excess    = {abs(excess):.3g} ulp({o.fmt}) {side} bound")
-        if v._explainer is not None:
+        lo_i, hi_i, c_i = (float(t.reshape(-1)[i]) for t in (o.lo, o.hi, o.centre))
+        ulp_i = float(F.ulp(torch.tensor([abs(c_i)], dtype=torch.float64), o.fmt)[0])
+        if hi_i - lo_i <= 1e-6 * ulp_i:
+            # decided casts made every earlier rounding exact: nothing to attribute
+            lines.append("  width     = none: every rounding before the store is decided, so the value "
+                         "before the store is known exactly")
+        elif v._explainer is not None:
             shares = attribution(v, o.name, i)
             if shares:
                 top = shares[:4]
