@@ -119,12 +119,31 @@ def _time(f, device, reps=3):
     return best
 
 
+def _with_policy(policy, f):
+    def g():
+        old = os.environ.get("NUMORACLE_COMPILE")
+        os.environ["NUMORACLE_COMPILE"] = policy
+        try:
+            return f()
+        finally:
+            if old is None:
+                del os.environ["NUMORACLE_COMPILE"]
+            else:
+                os.environ["NUMORACLE_COMPILE"] = old
+    return g
+
+
 def actions(op, inputs, params, outs):
     from numoracle.check import check
     ref_out = outs[0] if isinstance(outs, (tuple, list)) else outs
+
+    def verdict():
+        return check(op.reference, outs, inputs, params, mode="statistical")
     return {
         "ref64": lambda: _ref64(op.name, inputs, params),
-        "verdict": lambda: check(op.reference, outs, inputs, params, mode="statistical"),
+        # compiled (numoracle.compiled): the first call of a signature runs eagerly, the second compiles
+        "verdict": _with_policy("always", verdict),
+        "verdict_eager": _with_policy("never", verdict),
         "assert_close": lambda: torch.testing.assert_close(
             ref_out.float(), _ref32(op.name, inputs, params).float(), rtol=1.0, atol=1e30, equal_nan=True),
     }
@@ -135,10 +154,19 @@ def measure(op_name: str, n: int, device: str) -> dict:
     acts = actions(op, inputs, params, outs)
     elements = inputs[0].numel()
     row = {"op": op_name, "n": n, "elements": elements}
+    from numoracle import compiled
+    compiled.clear()
+    acts["verdict"]()                               # eager: learns the signature's sites
+    t = time.perf_counter()
+    acts["verdict"]()                               # compiles (or finds it cannot: then eager)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    row["compile_s"] = time.perf_counter() - t
+    row["compiled"] = all(p.fn is not None and p.failed is None for p in compiled._plans.values())
     for k, f in acts.items():
         row[f"{k}_s"] = _time(f, device, reps=2 if n >= 10 ** 7 else 3)
     if device == "cuda":
-        for k in ("ref64", "verdict"):
+        for k in ("ref64", "verdict", "verdict_eager"):
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
@@ -146,12 +174,14 @@ def measure(op_name: str, n: int, device: str) -> dict:
             torch.cuda.synchronize()
             row[f"{k}_peak_bytes"] = torch.cuda.max_memory_allocated() - base
     else:
-        for k in ("ref64", "verdict"):
+        for k in ("ref64", "verdict", "verdict_eager"):
             row[f"{k}_peak_bytes"] = _peak_growth(acts[k])
     row["verdict_over_ref64"] = row["verdict_s"] / row["ref64_s"]
+    row["eager_over_ref64"] = row["verdict_eager_s"] / row["ref64_s"]
     row["verdict_over_assert_close"] = row["verdict_s"] / row["assert_close_s"]
     if row.get("ref64_peak_bytes"):
         row["memory_over_ref64"] = row["verdict_peak_bytes"] / row["ref64_peak_bytes"]
+        row["eager_memory_over_ref64"] = row["verdict_eager_peak_bytes"] / row["ref64_peak_bytes"]
     row["verdict_ns_per_element"] = row["verdict_s"] / elements * 1e9
     return row
 
@@ -197,8 +227,8 @@ def main(argv=None) -> int:
     if a.device == "cpu":
         _fixed_mmap_threshold()
     rows = []
-    print(f"{'operator':28s} {'elements':>10s} {'verdict/ref64':>14s} {'verdict/assert_close':>21s} "
-          f"{'mem/ref64':>10s} {'ns/element':>11s}")
+    print(f"{'operator':26s} {'elements':>10s} {'verdict/ref64':>14s} {'(eager)':>8s} {'verdict/assert_close':>21s} "
+          f"{'mem/ref64':>10s} {'(eager)':>8s} {'ns/element':>11s} {'compile s':>10s}")
     for op in a.ops.split(","):
         for n in sizes:
             try:
@@ -207,9 +237,11 @@ def main(argv=None) -> int:
                 r = {"op": op, "n": n, "error": repr(exc)[:300]}
                 print(f"{op:28s} {n:>10d} error: {r['error']}")
             else:
-                print(f"{op:28s} {r['elements']:>10d} {r['verdict_over_ref64']:>14.2f} "
-                      f"{r['verdict_over_assert_close']:>21.2f} {r.get('memory_over_ref64', float('nan')):>10.2f} "
-                      f"{r['verdict_ns_per_element']:>11.1f}", flush=True)
+                print(f"{op:26s} {r['elements']:>10d} {r['verdict_over_ref64']:>14.2f} "
+                      f"{r['eager_over_ref64']:>8.1f} {r['verdict_over_assert_close']:>21.2f} "
+                      f"{r.get('memory_over_ref64', float('nan')):>10.2f} "
+                      f"{r.get('eager_memory_over_ref64', float('nan')):>8.2f} {r['verdict_ns_per_element']:>11.1f} "
+                      f"{r['compile_s']:>10.1f}{'' if r['compiled'] else ' (eager: not compiled)'}", flush=True)
             rows.append(r)
     meta = {"device": torch.cuda.get_device_name() if a.device == "cuda" else platform.processor() or "cpu",
             "cores": os.cpu_count(), "threads": torch.get_num_threads(), "torch": torch.__version__,

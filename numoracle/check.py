@@ -47,9 +47,12 @@ def _outputs_tuple(out):
     return [out]
 
 
-def run_reference(program: Reference, inputs, params, profile, condensed=True, nonfinite="error"):
-    """Evaluate a reference program under the calculus.  Returns (outputs, ctx, input policy)."""
-    ctx = Context(profile=profile, condensed=condensed)
+def run_reference(program: Reference, inputs, params, profile, condensed=True, nonfinite="error",
+                  traced=False):
+    """Evaluate a reference program under the calculus.  Returns (outputs, ctx,
+    input policy); traced (under torch.compile), the policy is a bool tensor:
+    whether any input was non-finite."""
+    ctx = Context(profile=profile, condensed=condensed, traced=traced)
     args = []
     names = program.input_names + [f"arg{i}" for i in range(len(program.input_names), len(inputs))]
     if len(inputs) != len(program.input_names):
@@ -57,6 +60,7 @@ def run_reference(program: Reference, inputs, params, profile, condensed=True, n
             f"{program.name} takes {len(program.input_names)} inputs ({', '.join(program.input_names)}) "
             f"but {len(inputs)} were given; pass inputs=(...) in the program's order.")
     policy = "finite"
+    any_bad = []
     for i, (name, x) in enumerate(zip(names, inputs)):
         v, fmt = _as_input(i, name, x)
         if fmt is None:
@@ -64,7 +68,11 @@ def run_reference(program: Reference, inputs, params, profile, condensed=True, n
             continue
         bad = ~torch.isfinite(v)
         taint = None
-        if bool(bad.any()):
+        if traced:
+            any_bad.append(bad.any())
+            taint = bad
+            v = torch.where(bad, torch.zeros_like(v), v)
+        elif bool(bad.any()):
             if nonfinite == "error":
                 where = tuple(int(k) for k in torch.nonzero(bad)[0])
                 raise InvalidArgument(
@@ -73,8 +81,10 @@ def run_reference(program: Reference, inputs, params, profile, condensed=True, n
                     f"other elements and report those that depend on them as uncertified.")
             taint = bad
             v = torch.where(bad, torch.zeros_like(v), v)
-            policy = "non-finite inputs: dependent elements uncertified"
+            policy = NONFINITE_POLICY_TEXT
         args.append(Tracked(v, fmt, FM.Form(), ctx, taint=taint))
+    if traced:
+        policy = torch.stack(any_bad).any() if any_bad else None
     unknown = set(params) - set(program.param_names)
     if unknown:
         raise InvalidArgument(
@@ -82,6 +92,9 @@ def run_reference(program: Reference, inputs, params, profile, condensed=True, n
             f"{program.param_names or 'no keyword parameters'}.")
     out = program.fn(*args, **params)
     return _outputs_tuple(out), ctx, policy
+
+
+NONFINITE_POLICY_TEXT = "non-finite inputs: dependent elements uncertified"
 
 
 def check(program, outputs, inputs, params=None, *, mode="statistical", backend="interpreter",
@@ -95,9 +108,12 @@ def check(program, outputs, inputs, params=None, *, mode="statistical", backend=
 def check_modes(program, outputs, inputs, params=None, *, modes=MODES, backend="interpreter",
                 p=1e-6, profile=None, nonfinite="error", confirm=True) -> dict:
     """``check`` in several modes from one run of the reference program (the
-    regions are the same; only the radius used differs): mode -> Verdict."""
+    regions are the same; only the radius used differs): mode -> Verdict.
+
+    A program, shape and parameter set judged repeatedly runs compiled
+    (``numoracle.compiled``; NUMORACLE_COMPILE=auto|always|never): the same
+    calculus, fused by torch.compile, with the same verdicts."""
     modes = tuple(modes)
-    mode = modes[0] if modes else None
     if not isinstance(program, Reference):
         if callable(program):
             program = reference(program)
@@ -113,9 +129,44 @@ def check_modes(program, outputs, inputs, params=None, *, modes=MODES, backend="
     params = dict(params or {})
     assumptions = for_backend(backend, profile)
     prof = load_profile(assumptions.math_profile)
-
-    refs, ctx, policy = run_reference(program, inputs, params, prof, nonfinite=nonfinite)
     kernel_outs = _outputs_tuple(outputs)
+
+    from . import compiled
+    plan = compiled.plan_for(program, inputs, kernel_outs, params, prof, p, modes, nonfinite)
+    if plan is not None and plan.ready:
+        got = plan.run(inputs, kernel_outs)
+        if got is not None:
+            outs, sites, policy = got
+            return _verdicts(program, modes, p, confirm, assumptions, outs, Certificate(sites, inputs=policy),
+                             (program, inputs, params, prof, nonfinite))
+
+    refs, ctx, policy, decoded, names, regions = evaluate(program, inputs, kernel_outs, params, prof, p,
+                                                          nonfinite)
+    quant = {}
+    if any(reg is None for reg in regions):
+        quant = QZ.judge(refs, decoded, names)
+        assumptions = dataclasses.replace(
+            assumptions, implementation=tuple(assumptions.implementation) + QZ.Q.ASSUMPTIONS)
+    outs = []
+    for j, reg in enumerate(regions):
+        if reg is None:
+            outs.append(quant[j])
+        else:
+            rejected, special = judge_masks(reg.fmt, reg.centre, reg.fixed, reg.stat, reg.taint, decoded[j],
+                                            modes)
+            outs.append(Judged(names[j], reg.fmt, decoded[j], reg.centre, reg.fixed, reg.stat, reg.taint,
+                               modes, rejected, special))
+    if plan is not None:
+        plan.learn(ctx.sites, any(reg is None for reg in regions))
+    return _verdicts(program, modes, p, confirm, assumptions, outs, Certificate(ctx.sites, inputs=policy),
+                     (program, inputs, params, prof, nonfinite))
+
+
+def evaluate(program, inputs, kernel_outs, params, prof, p, nonfinite, traced=False):
+    """Run the reference program and build each output's region: (refs, ctx,
+    input policy, decoded kernel outputs, names, regions) with region None for
+    a quantizer's outputs (judged in two steps by ``oracles.quantizer``)."""
+    refs, ctx, policy = run_reference(program, inputs, params, prof, nonfinite=nonfinite, traced=traced)
     if len(kernel_outs) != len(refs):
         raise InvalidArgument(
             f"{program.name} returns {len(refs)} output(s) but {len(kernel_outs)} were given; pass "
@@ -150,48 +201,82 @@ def check_modes(program, outputs, inputs, params=None, *, modes=MODES, backend="
         names.append(name)
         # a quantizer's outputs are judged below in two steps, once its group's scales are decoded
         regions.append(None if QZ.is_quant_output(r) else region_of(r, n_total, p))
-    quant = {}
-    if any(reg is None for reg in regions):
-        quant = QZ.judge(refs, decoded, names)
-        assumptions = dataclasses.replace(
-            assumptions, implementation=tuple(assumptions.implementation) + QZ.Q.ASSUMPTIONS)
-    cert = Certificate(ctx.sites, inputs=policy)
-    verdicts = {}
+    return refs, ctx, policy, decoded, names, regions
+
+
+def judge_masks(fmt, centre, fixed, stat, taint, y, modes):
+    """The rounding-interval check of stored values y in each of ``modes``:
+    (rejected per mode, special), elements without a certificate excluded.
+    Pure tensor code: the compiled path runs it inside its graph."""
+    keep = ~taint
+    rejected = []
     for m in modes:
-        judgements = [quant[j] if reg is None else _judge(names[j], reg, decoded[j], m)
-                      for j, reg in enumerate(regions)]
-        status = _status(judgements)
+        r = fixed if m == "fixed" else stat
+        qlo, qhi = RI.bounds(centre - r, centre + r, fmt)
+        rejected.append(~RI.accepted(y, qlo, qhi) & keep)
+    return tuple(rejected), ~torch.isfinite(y) & keep
+
+
+@dataclasses.dataclass
+class Judged:
+    """An output's judgement in every mode at once, before it is split into
+    one ``OutputJudgement`` per mode."""
+    name: str
+    fmt: F.Format
+    y: torch.Tensor
+    centre: torch.Tensor
+    fixed: torch.Tensor
+    stat: torch.Tensor
+    taint: torch.Tensor
+    modes: tuple
+    rejected: tuple            # per mode
+    special: torch.Tensor
+    flags: object = None       # None, or a bool tensor [any rejected per mode..., any taint]
+
+    def any_flags(self):
+        if self.flags is None:
+            return [bool(r.any()) for r in self.rejected] + [bool(self.taint.any())]
+        return [bool(v) for v in self.flags.tolist()]
+
+    def fixed_rejected(self):
+        """Rejected in the fixed-input mode.  The statistical interval lies inside the fixed
+        one (its radius is the smaller), so these are a subset of the statistical rejects:
+        a verdict computes them only when it needs them (to confirm a reject)."""
+        if "fixed" in self.modes:
+            return self.rejected[self.modes.index("fixed")]
+        return judge_masks(self.fmt, self.centre, self.fixed, self.stat, self.taint, self.y, ("fixed",))[0][0]
+
+    def for_mode(self, k: int, mode: str) -> OutputJudgement:
+        centre, r, fmt = self.centre, (self.fixed if mode == "fixed" else self.stat), self.fmt
+
+        def bounds():
+            lo, hi = centre - r, centre + r
+            return (lo, hi) + tuple(RI.bounds(lo, hi, fmt))
+        return OutputJudgement(self.name, fmt, self.y, centre, None, None, None, None, self.rejected[k],
+                               self.taint, self.special, self.fixed_rejected, bounds=bounds)
+
+
+def _verdicts(program, modes, p, confirm, assumptions, outs, cert, explainer) -> dict:
+    flags = [o.any_flags() if isinstance(o, Judged) else None for o in outs]
+    verdicts = {}
+    for k, m in enumerate(modes):
+        judgements, rej, unc = [], False, False
+        for o, f in zip(outs, flags):
+            if isinstance(o, Judged):
+                judgements.append(o.for_mode(k, m))
+                rej, unc = rej or f[k], unc or f[-1]
+            else:                                   # a quantizer output, judged in its own terms
+                judgements.append(o)
+                rej = rej or bool(o.rejected.any())
+                unc = unc or bool(o.uncertified.any())
+        status = "reject" if rej else "uncertified" if unc else "accept"
         v = Verdict(status, program.name, m, p, judgements, cert, assumptions)
         if m == "statistical" and status == "reject" and confirm:
             fixed_rejects = any(bool(o.fixed_rejected.any()) for o in judgements)
             v.confirmation = "confirmed" if fixed_rejects else "statistical-only"
-        v._explainer = (program, inputs, params, prof, nonfinite)
+        v._explainer = explainer
         verdicts[m] = v
     return verdicts
-
-
-def _judge(name, reg, y, mode) -> OutputJudgement:
-    fmt = reg.fmt
-    results = {}
-    for m in ("fixed", mode):
-        lo, hi = reg.interval(m)
-        qlo, qhi = RI.bounds(lo, hi, fmt)
-        ok = RI.accepted(y, qlo, qhi)
-        results[m] = (lo, hi, qlo, qhi, ok)
-    lo, hi, qlo, qhi, ok = results[mode]
-    unc = reg.taint
-    special = ~torch.isfinite(y) & ~unc
-    rejected = ~ok & ~unc
-    fixed_rejected = ~results["fixed"][4] & ~unc
-    return OutputJudgement(name, fmt, y, reg.centre, lo, hi, qlo, qhi, rejected, unc, special, fixed_rejected)
-
-
-def _status(judgements) -> str:
-    if any(bool(o.rejected.any()) for o in judgements):
-        return "reject"
-    if any(bool(o.uncertified.any()) for o in judgements):
-        return "uncertified"
-    return "accept"
 
 
 def assert_accepted(program, outputs, inputs, params=None, *, uncertified="raise", **kw) -> Verdict:

@@ -22,6 +22,7 @@ Two facts about the casts we are compared against, measured and pinned by
 
 from __future__ import annotations
 
+import builtins
 import functools
 import math
 from dataclasses import dataclass
@@ -310,6 +311,44 @@ def _rne_fast(x: torch.Tensor, fmt: Format) -> torch.Tensor:
     # a value beyond the float32 range stays infinite; huge finite x overflows
     odd = torch.where(torch.isfinite(x) & ~torch.isfinite(t), t, odd)
     return odd.to(fmt.torch_dtype).to(torch.float64)
+
+def representable(x: torch.Tensor, fmt) -> torch.Tensor:
+    """Whether each float64 value is a value of fmt (infinities of formats that
+    have them included): ``round(x, fmt) == x``, cheaper for fp32/bf16/fp16."""
+    fmt = _fmt(fmt)
+    if fmt.precision == 53:
+        return ~torch.isnan(x)
+    if fmt.name in _FAST_RNE:
+        t = x.to(torch.float32)
+        exact = t.to(torch.float64) == x
+        if fmt.name == "bf16":          # bf16 is fp32 with the low 16 significand bits zero
+            exact = exact & ((t.view(torch.int32) & 0xFFFF) == 0)
+        elif fmt.name == "fp16":
+            exact = exact & (t.to(torch.float16).to(torch.float32) == t)
+        return exact
+    return round(x, fmt) == x
+
+
+def round_scalar(v: float, fmt) -> float:
+    """A Python float rounded to nearest (ties to even) in fmt, IEEE overflow,
+    without tensors: constants of a reference program are rounded this way, so
+    that a traced program (``numoracle.compiled``) sees plain numbers.  fmt must
+    be an IEEE-like format with infinities and subnormals (fp64, fp32, fp16,
+    bf16); others take ``round``."""
+    fmt = _fmt(fmt)
+    v = float(v)
+    if not (fmt.has_inf and fmt.subnormals):
+        return float(round(torch.tensor(v, dtype=torch.float64), fmt))
+    if v == 0 or v != v or v in (math.inf, -math.inf) or fmt.precision >= 53:
+        return v
+    a = abs(v)
+    e = math.frexp(a)[1] - 1                       # 2**e <= a < 2**(e+1)
+    q = max(e, fmt.emin) - (fmt.precision - 1)     # the grid spacing is 2**q
+    r = math.ldexp(builtins.round(math.ldexp(a, -q)), q)   # round(): ties to even, exact here
+    if r > fmt.max_finite:
+        r = math.inf
+    return math.copysign(r, v)
+
 
 def round(x, fmt, mode: str = "rne", overflow: str = "inf") -> torch.Tensor:
     """x rounded once, exactly, to fmt.

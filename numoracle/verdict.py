@@ -10,23 +10,49 @@ import torch
 from . import formats as F
 
 
-@dataclass
 class OutputJudgement:
-    """One output tensor's judgement (all tensors float64 / bool, output shape)."""
-    name: str
-    fmt: F.Format
-    kernel: torch.Tensor      # stored values, exact
-    centre: torch.Tensor      # reference before the store
-    lo: torch.Tensor          # pre-store interval in the verdict's mode
-    hi: torch.Tensor
-    qlo: torch.Tensor         # storage values accepted
-    qhi: torch.Tensor
-    rejected: torch.Tensor
-    uncertified: torch.Tensor
-    special: torch.Tensor     # rejected because of NaN/inf where a finite value is certain
-    fixed_rejected: torch.Tensor
-    # optional: flat index -> extra explanation lines (quantizer outputs name their group, scale, interval)
-    detail: object = field(default=None, repr=False)
+    """One output tensor's judgement (all tensors float64 / bool, output shape).
+
+    ``lo, hi`` (the pre-store interval in the verdict's mode) and ``qlo, qhi``
+    (the storage values accepted) are given, or computed on first use by
+    ``bounds()`` -> (lo, hi, qlo, qhi): a verdict that is only asked for its
+    status never materialises them."""
+
+    def __init__(self, name, fmt, kernel, centre, lo, hi, qlo, qhi, rejected, uncertified, special,
+                 fixed_rejected, detail=None, *, bounds=None):
+        self.name = name
+        self.fmt: F.Format = fmt
+        self.kernel = kernel              # stored values, exact
+        self.centre = centre              # reference before the store
+        self._bounds = None if lo is None else (lo, hi, qlo, qhi)
+        self._make_bounds = bounds
+        self.rejected = rejected
+        self.uncertified = uncertified
+        self.special = special            # rejected because of NaN/inf where a finite value is certain
+        # rejected in the fixed-input mode: a tensor, or a function that computes it on first use
+        self._fixed_rejected = fixed_rejected
+        # optional: flat index -> extra explanation lines (quantizer outputs name their group, scale, interval)
+        self.detail = detail
+
+    def _get_bounds(self):
+        if self._bounds is None:
+            self._bounds = tuple(self._make_bounds())
+            self._make_bounds = None
+        return self._bounds
+
+    @property
+    def fixed_rejected(self):
+        if callable(self._fixed_rejected):
+            self._fixed_rejected = self._fixed_rejected()
+        return self._fixed_rejected
+
+    lo = property(lambda self: self._get_bounds()[0])
+    hi = property(lambda self: self._get_bounds()[1])
+    qlo = property(lambda self: self._get_bounds()[2])
+    qhi = property(lambda self: self._get_bounds()[3])
+
+    def __repr__(self):
+        return f"OutputJudgement({self.name}, {self.fmt}, shape={tuple(self.kernel.shape)})"
 
     @property
     def numel(self) -> int:

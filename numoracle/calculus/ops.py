@@ -88,7 +88,7 @@ def sum(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=Non
     label = ctx.label(f"{fmt} sum over {n} ({order} order)")
     ok = S * (1 + 2 * d * fmt.u) <= fmt.max_finite
     ctx.record(label, "range", str(fmt), f"partial sums <= {fmt.max_finite:.6g}", ok, S)
-    if not bool(ok.all()):
+    if not ctx.all(ok):
         taint = _or(taint, ~ok)
     if d:
         u = fmt.u
@@ -127,7 +127,7 @@ def max(x: Tracked, axis: int = -1, keepdims: bool = False) -> Tracked:
     c = x.c.amax(dim=axis, keepdim=keepdims)
     R = x.radius()
     fm = FM.Form()
-    if bool((R > 0).any()):
+    if ctx.any((R > 0)):
         fm = FM.add_det(fm, ctx.label("max of inexact values"), R.amax(dim=axis, keepdim=keepdims),
                         ctx.condensed)
     return Tracked(c, x.fmt, fm, ctx, repr_fmt=x.repr_fmt, taint=_reduce_taint(x, axis, keepdims))
@@ -281,7 +281,7 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None) -> Tracked:
         for k, v in src.form.det.items():
             vv = v.expand(src.c.shape)
             fm = FM.add_det(fm, k, (vv @ other_c.abs()) if left else (other_c.abs() @ vv), ctx.condensed)
-    if bool((Ra > 0).any()) and bool((Rb > 0).any()):
+    if ctx.any((Ra > 0)) and ctx.any((Rb > 0)):
         fm = FM.add_det(fm, ctx.label("matmul (second order)"), Ra @ Rb, ctx.condensed)
     d = depth(order, K) + (0 if exact_products else 1)
     u = acc.u
@@ -294,7 +294,7 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None) -> Tracked:
     ok = S * (1 + 2 * d * u) <= acc.max_finite
     ctx.record(label, "range", str(acc), f"partial sums <= {acc.max_finite:.6g}", ok, S)
     taint = None
-    if a.taint is not None or b.taint is not None or not bool(ok.all()):
+    if a.taint is not None or b.taint is not None or not ctx.all(ok):
         ta = a.taint.expand(a.c.shape).to(torch.float64) if a.taint is not None else torch.zeros_like(a.c)
         tb = b.taint.expand(b.c.shape).to(torch.float64) if b.taint is not None else torch.zeros_like(b.c)
         taint = ((ta @ torch.ones_like(b.c)) + (torch.ones_like(a.c) @ tb)) > 0

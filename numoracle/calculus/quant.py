@@ -253,7 +253,7 @@ def _dequantized(q: Quantizer) -> Tracked:
     form = FM.Form(shared, list(x.form.private), dict(x.form.det))
     ok = per_element(torch.isfinite(s_hi) & (s_lo > 0), q.group)
     ctx.record(label, "range", "fp32", "a finite positive scale per group", ok, shi)
-    taint = x.taint if bool(ok.all()) else (~ok if x.taint is None else x.taint | ~ok)
+    taint = x.taint if ctx.all(ok) else (~ok if x.taint is None else x.taint | ~ok)
     return Tracked(x.c, F.fp32, form, ctx, taint=taint)
 
 

@@ -49,6 +49,18 @@ class SiteRecord:
 
 
 @dataclass
+class TracedSite:
+    """A site seen under torch.compile: its statistics are still tensors."""
+    what: str
+    kind: str
+    fmt: str
+    limit: str
+    elements: int
+    violations: Tensor
+    worst: Tensor
+
+
+@dataclass
 class Context:
     """State of one evaluation of a reference program."""
     profile: MathProfile
@@ -56,14 +68,31 @@ class Context:
     ftz_arith: bool = False
     symbols: dict = field(default_factory=dict)   # key -> (prov, label)
     sites: list = field(default_factory=list)
+    # traced: the program runs under torch.compile (see ``numoracle.compiled``).  Every
+    # data-dependent shortcut then takes its general path, which computes the same values
+    # (the shortcut only skips adding zeros), and site statistics stay tensors until the
+    # compiled function returns.
+    traced: bool = False
     _next: int = 0
+
+    def any(self, mask: Tensor) -> bool:
+        """Whether any element is set; True (take the general path) when traced."""
+        return True if self.traced else bool(mask.any())
+
+    def all(self, mask: Tensor) -> bool:
+        """Whether every element is set; False (take the general path) when traced."""
+        return False if self.traced else bool(mask.all())
 
     def new_key(self) -> int:
         self._next += 1
         return self._next
 
     def label(self, what: str) -> str:
-        """``what`` plus the reference-program line that created the site."""
+        """``what`` plus the reference-program line that created the site (when
+        traced, ``what`` alone: the compiled path takes the full labels from an
+        eager run of the same program and shapes)."""
+        if self.traced:
+            return what
         f = sys._getframe(2)
         while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_HERE) \
                 and "operators" not in f.f_code.co_filename:
@@ -73,6 +102,10 @@ class Context:
         return f"{what} [{f.f_code.co_name}:{f.f_lineno}]"
 
     def record(self, label, kind, fmt, limit, ok: Tensor, worst: Tensor) -> None:
+        if self.traced:
+            self.sites.append(TracedSite(label, kind, fmt, limit, int(ok.numel()), (~ok).sum(),
+                                         worst.amax() if worst.numel() else worst.new_zeros(())))
+            return
         ok_all = bool(ok.all())
         w = float(worst.max()) if worst.numel() else 0.0
         self.sites.append(SiteRecord(label, kind, fmt, limit, int(ok.numel()),
@@ -177,7 +210,7 @@ def _as_cond(c) -> Cond:
 class Tracked:
     """A value of the reference program, as a kernel would hold it."""
 
-    __slots__ = ("c", "fmt", "repr_fmt", "form", "ctx", "taint", "pre", "_R")
+    __slots__ = ("c", "fmt", "repr_fmt", "form", "ctx", "taint", "pre", "_R", "k")
     __array_priority__ = 1000
 
     def __init__(self, c, fmt, form, ctx, *, repr_fmt=None, taint=None, pre=None):
@@ -189,6 +222,7 @@ class Tracked:
         self.taint = taint
         self.pre = pre
         self._R = None
+        self.k = None        # the Python number, for a constant of the program
 
     # ---- basics
     @property
@@ -217,13 +251,16 @@ class Tracked:
         return Tracked(c, fmt, form, self.ctx, repr_fmt=repr_fmt, taint=taint, pre=pre)
 
     def _const(self, v: float, fmt: F.Format) -> "Tracked":
-        c = torch.tensor(float(v), dtype=torch.float64)
+        v = float(v)
+        c = torch.tensor(v, dtype=torch.float64, device=self.c.device)
         fm = FM.Form()
-        err = abs(float(F.round(c, fmt)) - float(v))
+        err = abs(F.round_scalar(v, fmt) - v)
         if err:
             fm = FM.add_det(fm, self.ctx.label(f"constant {v!r} in {fmt}"),
-                            torch.tensor(err, dtype=torch.float64), self.ctx.condensed)
-        return Tracked(c, fmt, fm, self.ctx)
+                            torch.tensor(err, dtype=torch.float64, device=self.c.device), self.ctx.condensed)
+        t = Tracked(c, fmt, fm, self.ctx)
+        t.k = v
+        return t
 
     def _coerce(self, other) -> "Tracked":
         if isinstance(other, Tracked):
@@ -244,11 +281,11 @@ class Tracked:
         mag = c.abs() + R
         ok = mag <= fmt.max_finite
         ctx.record(label, "range", str(fmt), f"|value| <= {fmt.max_finite:.6g}", ok, mag)
-        taint = self.taint if bool(ok.all()) else _or(self.taint, ~ok)
+        taint = self.taint if ctx.all(ok) else _or(self.taint, ~ok)
         u = fmt.u
         zero_r = R == 0
-        if bool(zero_r.any()):
-            exact = zero_r & (F.round(c, fmt) == c)
+        if ctx.any(zero_r):
+            exact = zero_r & F.representable(c, fmt)
             a = torch.where(exact, torch.zeros_like(c), u * c.abs())
         else:
             exact = zero_r
@@ -259,12 +296,12 @@ class Tracked:
         eta = fmt.min_subnormal / 2 if fmt.subnormals else fmt.min_normal
         tiny = (c.abs() - R) < fmt.min_normal
         extra = u * R
-        if bool(tiny.any()):
+        if ctx.any(tiny):
             # (a float64 mask times eta: torch.where on two Python numbers gives float32,
             # where fp32's half-subnormal 2^-150 is 0)
             extra = extra + (tiny & ~exact).to(torch.float64) * eta
-        if bool((extra > 0).any()):
-            fm = FM.add_det(fm, label + " (second order, underflow)", extra, ctx.condensed)
+        if ctx.any((extra > 0)):
+            fm = FM.add_det(fm, f"{label} (second order, underflow)", extra, ctx.condensed)
         return Tracked(c, fmt, fm, ctx, repr_fmt=fmt, taint=taint, pre=self)
 
     def to(self, fmt) -> "Tracked":
@@ -289,12 +326,14 @@ class Tracked:
         ok &= torch.minimum(lo.abs(), hi.abs()) >= fmt.min_normal
         if self.taint is not None:
             ok &= ~self.taint
-        if not bool(ok.any()):
+        if not self.ctx.any(ok):
             return self
-        decided = ok & (F.round(lo, fmt) == F.round(hi, fmt))
-        if not bool(decided.any()):
+        rlo = F.round(lo, fmt)
+        decided = ok & (rlo == F.round(hi, fmt))
+        if not self.ctx.any(decided):
             return self
-        c = torch.where(decided, F.round(src.c, fmt), self.c)
+        # rounding is monotone and lo <= c <= hi: where RN(lo) = RN(hi), RN(c) is that value too
+        c = torch.where(decided, rlo, self.c)
         return Tracked(c, fmt, FM.masked(self.form, ~decided), self.ctx, repr_fmt=self.repr_fmt,
                        taint=self.taint, pre=self.pre)
 
@@ -365,7 +404,7 @@ class Tracked:
         R = self.radius()
         unknown = self.c.abs() <= R
         fm = FM.scale(self.form, torch.where(unknown, torch.ones_like(sign), sign))
-        if bool(unknown.any()):
+        if self.ctx.any(unknown):
             # where the sign is unknown, |x~| differs from |c| + e by at most 2|c| <= 2R
             fm = FM.add_det(fm, self.ctx.label("abs near zero"),
                             torch.where(unknown, 2 * R, torch.zeros_like(R)), self.ctx.condensed)
@@ -381,7 +420,7 @@ class Tracked:
         r = self.radius() + y.radius()
         val = {"gt": d > 0, "ge": d >= 0, "lt": d < 0, "le": d <= 0}[op]
         undecided = (d.abs() <= r) & (r > 0)
-        return Cond(val, undecided if bool(undecided.any()) else None)
+        return Cond(val, undecided if self.ctx.any(undecided) else None)
 
     def __gt__(self, o): return self._cmp(o, "gt")
     def __ge__(self, o): return self._cmp(o, "ge")
@@ -429,21 +468,21 @@ def _fp64_slack(fm: FM.Form, c: Tensor, ctx: Context) -> FM.Form:
 def _mul(x: Tracked, y: Tracked, fmt, shape, taint) -> Tracked:
     ctx = x.ctx
     # powers of two (from Python numbers) scale exactly
-    if y.c.ndim == 0 and y.form.is_zero() and _is_pow2(float(y.c)) and fmt is x.fmt:
-        g = float(y.c)
+    if y.k is not None and y.form.is_zero() and _is_pow2(y.k) and fmt is x.fmt:
+        g = y.k
         t = Tracked(x.c * g, fmt, FM.scale(x.form, g), ctx, repr_fmt=x.repr_fmt, taint=taint)
         if g >= 1:
             return t
         # scaling down is exact only while the result stays normal
         u = _underflow_only(t, fmt, f"{fmt} mul by {g:g}")
         return Tracked(u.c, fmt, u.form, ctx, repr_fmt=x.repr_fmt, taint=u.taint)
-    if x.c.ndim == 0 and x.form.is_zero() and _is_pow2(float(x.c)) and fmt is y.fmt:
+    if x.k is not None and x.form.is_zero() and _is_pow2(x.k) and fmt is y.fmt:
         return _mul(y, x, fmt, shape, taint)
     c = x.c * y.c
     fm = FM.add(FM.scale(x.form, y.c), FM.scale(y.form, x.c), ctx.condensed)
     Rx, Ry = x.radius(), y.radius()
     second = Rx * Ry
-    if bool((second > 0).any()):
+    if ctx.any((second > 0)):
         fm = FM.add_det(fm, ctx.label(f"{fmt} mul (second order)"), second, ctx.condensed)
     fm = _fp64_slack(fm, c, ctx)
     if c.shape != shape:
@@ -461,19 +500,19 @@ def _underflow_only(t: Tracked, fmt, what) -> Tracked:
     ok = (t.c.abs() + R) <= fmt.max_finite
     label = t.ctx.label(what)
     t.ctx.record(label, "range", str(fmt), f"|value| <= {fmt.max_finite:.6g}", ok, t.c.abs() + R)
-    taint = t.taint if bool(ok.all()) else _or(t.taint, ~ok)
+    taint = t.taint if t.ctx.all(ok) else _or(t.taint, ~ok)
     fm = t.form
-    if bool(tiny.any()):
+    if t.ctx.any(tiny):
         eta = fmt.min_subnormal / 2 if fmt.subnormals else fmt.min_normal
-        fm = FM.add_det(fm, label + " (underflow)", tiny.to(torch.float64) * eta,
+        fm = FM.add_det(fm, f"{label} (underflow)", tiny.to(torch.float64) * eta,
                         t.ctx.condensed)
     return Tracked(t.c, fmt, fm, t.ctx, repr_fmt=fmt, taint=taint, pre=t)
 
 
 def _div(x: Tracked, y: Tracked, fmt, shape, taint, call: str = "div") -> Tracked:
     ctx = x.ctx
-    if y.c.ndim == 0 and y.form.is_zero() and _is_pow2(float(y.c)):
-        return _mul(x, x._const(1.0 / float(y.c), x.fmt), fmt, shape, taint)
+    if y.k is not None and y.form.is_zero() and _is_pow2(y.k):
+        return _mul(x, x._const(1.0 / y.k, x.fmt), fmt, shape, taint)
     if fmt is F.fp64:
         return _mul(x, _exact_fn(y, "reciprocal"), fmt, shape, taint)
     if fmt in (F.bf16, F.fp16):
@@ -484,13 +523,13 @@ def _div(x: Tracked, y: Tracked, fmt, shape, taint, call: str = "div") -> Tracke
     c = q.c * r.c
     fm = FM.add(FM.scale(q.form, r.c), FM.scale(r.form, q.c), ctx.condensed)
     second = q.radius() * r.radius()
-    if bool((second > 0).any()):
+    if ctx.any((second > 0)):
         fm = FM.add_det(fm, ctx.label("division (second order)"), second, ctx.condensed)
     fm = _fp64_slack(fm, c, ctx)
     if c.shape != shape:
         c = c.expand(shape).clone()
     t = Tracked(c, fmt, fm, ctx, taint=_or(taint, r.taint))
-    if call == "div" and x.c.ndim == 0 and x.form.is_zero() and float(x.c) == 1.0 and "recip" in ctx.profile.functions:
+    if call == "div" and x.k == 1.0 and x.form.is_zero() and "recip" in ctx.profile.functions:
         call = "recip"               # 1.0 / y: the GPU's reciprocal is more accurate than x / y
     return _library_error(t, call, x_abs=None, what="division" if call in ("div", "recip") else call)
 
@@ -518,18 +557,18 @@ def _exact_fn(x: Tracked, name: str) -> Tracked:
     label = ctx.label(name)
     ctx.record(label, "domain", str(x.fmt), f.domain_text, ok,
                torch.maximum(lo.abs(), hi.abs()))
-    taint = x.taint if bool(ok.all()) else _or(x.taint, ~ok)
+    taint = x.taint if ctx.all(ok) else _or(x.taint, ~ok)
     with torch.no_grad():
         c = f.value(x.c)
         g = f.deriv(x.c)
     fm = FM.scale(x.form, g)
-    if bool((R > 0).any()):
+    if ctx.any((R > 0)):
         rem = torch.where(R > 0, 0.5 * f.curvature(lo, hi) * R * R, torch.zeros_like(R))
-        fm = FM.add_det(fm, label + " (second order)", rem, ctx.condensed)
+        fm = FM.add_det(fm, f"{label} (second order)", rem, ctx.condensed)
     if ctx.profile.ftz and name in _FTZ_FLUSH_ABS:
         meets = (lo < F.fp32.min_normal) & (hi > -F.fp32.min_normal) & ((lo != 0) | (hi != 0))
-        if bool(meets.any()):
-            fm = FM.add_det(fm, label + " (flush to zero)", meets.to(torch.float64) * _FTZ_FLUSH_ABS[name],
+        if ctx.any(meets):
+            fm = FM.add_det(fm, f"{label} (flush to zero)", meets.to(torch.float64) * _FTZ_FLUSH_ABS[name],
                             ctx.condensed)
     fm = _fp64_slack(fm, c, ctx)
     out = Tracked(c, x.fmt, fm, ctx, taint=taint)
@@ -551,7 +590,7 @@ def _library_error(t: Tracked, call: str, x_abs, what: str) -> Tracked:
     mag = t.c.abs() + R
     ok = mag <= F.fp32.max_finite
     ctx.record(label, "range", "fp32", f"|value| <= {F.fp32.max_finite:.6g}", ok, mag)
-    taint = t.taint if bool(ok.all()) else _or(t.taint, ~ok)
+    taint = t.taint if ctx.all(ok) else _or(t.taint, ~ok)
     ulps = model.ulps(x_abs) if (x_abs is not None and model.b) else model.a
     err = ulps * ulp_bound_fp32(mag)
     if ctx.profile.ftz:

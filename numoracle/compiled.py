@@ -1,0 +1,225 @@
+"""The compiled verdict: the error calculus fused by ``torch.compile``.
+
+Run eagerly, a verdict makes on the order of a hundred full-size float64 passes
+(each form term, rounding and range check is its own torch operation).  The
+calculus has no element-wise Python: its Python structure depends only on the
+program, the shapes, the formats and the parameters.  So a program judged
+repeatedly on one *signature* (those, plus the mode, p, math profile and
+input policy) is traced once and compiled into a few fused loops (C++ on the
+CPU, Triton kernels on a GPU).
+
+The compiled function is the same code as the eager path: the reference
+program under the calculus (with ``Context.traced`` set, every data-dependent
+shortcut takes its general path, which computes the same values), the regions,
+and the rounding-interval check.  The site labels of the certificate (which
+name the reference-program line) come from an eager run of the same signature:
+the first call of a signature is always eager.
+
+Policy (environment variable ``NUMORACLE_COMPILE``):
+
+- ``auto`` (default): compile a signature of at least 2**20 output elements
+  once it has been judged twice eagerly (compiling costs tens of seconds; it
+  pays back over a fuzzing run or a test loop on one shape);
+- ``always``: compile every signature from its second call on;
+- ``never``: eager only.
+
+Whatever fails to compile (an unsupported program, a compiler missing) is
+judged eagerly, with one warning per signature.  Quantizer outputs are judged
+eagerly.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import types
+import warnings
+
+import torch
+
+from . import formats as F
+from .errors import InvalidArgument
+
+POLICIES = ("auto", "always", "never")
+_ALIASES = {"1": "always", "true": "always", "yes": "always", "on": "always",
+            "0": "never", "false": "never", "no": "never", "off": "never", "": "auto"}
+AUTO_MIN_ELEMENTS = 1 << 20
+AUTO_EAGER_CALLS = 2
+
+_lock = threading.Lock()
+_plans: dict = {}
+_serial = [0]
+
+
+def policy() -> str:
+    raw = os.environ.get("NUMORACLE_COMPILE", "auto")
+    v = _ALIASES.get(raw.strip().lower(), raw.strip().lower())
+    if v not in POLICIES:
+        raise InvalidArgument(f"NUMORACLE_COMPILE={raw!r}: expected one of {POLICIES} "
+                              f"(or 1/0); unset it for 'auto'.")
+    return v
+
+
+def clear() -> None:
+    """Forget every plan (and its compiled function)."""
+    with _lock:
+        _plans.clear()
+
+
+# --------------------------------------------------------------------------- signatures
+
+def _struct(x):
+    """(static description, tensors) of one input or output, or None when it is
+    neither a tensor nor a (tensor, format) pair (such arguments stay eager)."""
+    if isinstance(x, tuple) and len(x) == 2 and isinstance(x[1], F.Format) and isinstance(x[0], torch.Tensor):
+        return ("pair", x[1]), [x[0]]
+    if isinstance(x, torch.Tensor):
+        return ("tensor", None), [x]
+    return None
+
+
+def _tensor_key(t: torch.Tensor):
+    return (tuple(t.shape), tuple(t.stride()), t.dtype, t.device.type, t.device.index)
+
+
+def _param_key(params: dict):
+    items = []
+    for k, v in sorted(params.items()):
+        if isinstance(v, (bool, int, float, str, type(None))):
+            items.append((k, type(v).__name__, v))
+        elif isinstance(v, F.Format):
+            items.append((k, "fmt", v.name))
+        else:
+            return None             # tensors, lists, objects: not part of a static signature
+    return tuple(items)
+
+
+def plan_for(program, inputs, outputs, params, prof, p, modes, nonfinite):
+    """The plan of this call's signature (counting the call), or None when the
+    policy or the arguments keep it eager."""
+    pol = policy()
+    if pol == "never" or not modes:
+        return None
+    structs, tensors = [], []
+    for x in list(inputs) + list(outputs):
+        st = _struct(x)
+        if st is None:
+            return None
+        structs.append(st[0])
+        tensors += st[1]
+    pk = _param_key(params)
+    if pk is None:
+        return None
+    key = (program, getattr(prof, "name", id(prof)), float(p), tuple(modes), nonfinite, len(inputs),
+           tuple((s[0], None if s[1] is None else s[1].name) for s in structs),
+           tuple(_tensor_key(t) for t in tensors), pk)
+    elements = sum(t.numel() for t in tensors[len(inputs):]) if tensors else 0
+    with _lock:
+        plan = _plans.get(key)
+        if plan is None:
+            plan = _plans[key] = Plan(program, params, prof, p, tuple(modes), nonfinite, structs,
+                                      len(inputs), elements, pol)
+        plan.calls += 1
+    return plan
+
+
+class Plan:
+    """One signature: its eager facts (site labels, output names) and, once
+    compiled, the compiled function."""
+
+    def __init__(self, program, params, prof, p, modes, nonfinite, structs, n_inputs, elements, pol):
+        self.program, self.params, self.prof, self.p = program, dict(params), prof, p
+        self.modes, self.nonfinite, self.structs, self.n_inputs = modes, nonfinite, structs, n_inputs
+        self.elements, self.policy = elements, pol
+        self.calls = 0
+        self.sites = None          # [(label, kind, fmt, limit, elements)] from an eager run
+        self.failed = None         # why this signature stays eager
+        self.fn = None
+
+    @property
+    def ready(self) -> bool:
+        if self.failed is not None or self.sites is None:
+            return False
+        if self.policy == "always":
+            return True
+        return self.calls > AUTO_EAGER_CALLS and self.elements >= AUTO_MIN_ELEMENTS
+
+    def learn(self, sites, has_quantizer: bool) -> None:
+        """Record what an eager run of this signature found."""
+        if has_quantizer:
+            self.failed = "quantizer outputs are judged eagerly"
+            return
+        self.sites = [(s.label, s.kind, s.fmt, s.limit, s.elements) for s in sites]
+
+    # ---- the traced function
+    def _core(self):
+        from .check import evaluate, judge_masks
+        program, params, prof, p, modes, nonfinite = (self.program, self.params, self.prof, self.p,
+                                                      self.modes, self.nonfinite)
+        structs, n_in = self.structs, self.n_inputs
+
+        def numoracle_verdict(*tensors):
+            args = [t if kind == "tensor" else (t, fmt) for (kind, fmt), t in zip(structs, tensors)]
+            refs, ctx, policy, decoded, names, regions = evaluate(
+                program, args[:n_in], args[n_in:], params, prof, p, nonfinite, traced=True)
+            outs = []
+            for reg, y in zip(regions, decoded):
+                rejected, special = judge_masks(reg.fmt, reg.centre, reg.fixed, reg.stat, reg.taint, y, modes)
+                flags = torch.stack([r.any() for r in rejected] + [reg.taint.any()])
+                outs.append((reg.centre, reg.fixed, reg.stat, reg.taint, y, rejected, special, flags))
+            if ctx.sites:
+                viol = torch.stack([s.violations.to(torch.float64) for s in ctx.sites])
+                worst = torch.stack([s.worst.to(torch.float64) for s in ctx.sites])
+            else:
+                viol = worst = None
+            whats = tuple((s.what, s.kind) for s in ctx.sites)
+            names = tuple(names)
+            fmts = tuple(reg.fmt.name for reg in regions)
+            return outs, viol, worst, whats, names, fmts, policy
+
+        # a code object of its own, so that each signature has its own compile cache
+        code = numoracle_verdict.__code__
+        with _lock:
+            _serial[0] += 1
+            code = code.replace(co_name=f"numoracle_verdict_{_serial[0]}")
+        fn = types.FunctionType(code, numoracle_verdict.__globals__, code.co_name,
+                                numoracle_verdict.__defaults__, numoracle_verdict.__closure__)
+        return torch.compile(fn, dynamic=False)
+
+    def run(self, inputs, outputs):
+        """(outputs as ``check.Judged``, site records, input policy), or None
+        when this call must be judged eagerly."""
+        from .calculus.tracked import SiteRecord
+        from .check import NONFINITE_POLICY_TEXT, Judged
+        tensors = []
+        for x in list(inputs) + list(outputs):
+            tensors += _struct(x)[1]
+        try:
+            if self.fn is None:
+                self.fn = self._core()
+            outs, viol, worst, whats, names, fmts, bad = self.fn(*tensors)
+            if len(whats) != len(self.sites) or any(
+                    kind != s[1] or not s[0].startswith(what) for (what, kind), s in zip(whats, self.sites)):
+                raise RuntimeError(f"the traced program has sites {[w for w, _ in whats]} where the eager "
+                                   f"run had {[s[0] for s in self.sites]}")
+        except Exception as exc:      # never let the fast path change a verdict: judge eagerly
+            self.failed = f"{type(exc).__name__}: {exc}"
+            warnings.warn(f"numoracle: judging {self.program.name} eagerly; compiling its verdict failed "
+                          f"({self.failed[:300]}). Set NUMORACLE_COMPILE=never to skip compiling.",
+                          RuntimeWarning, stacklevel=3)
+            return None
+        policy = "finite"
+        if bad is not None and bool(bad):
+            if self.nonfinite == "error":
+                return None               # the eager path raises the usual message
+            policy = NONFINITE_POLICY_TEXT
+        sites = []
+        if viol is not None:
+            vs, ws = viol.tolist(), worst.tolist()
+            for (label, kind, fmt, limit, n), v, w in zip(self.sites, vs, ws):
+                sites.append(SiteRecord(label, kind, fmt, limit, n, int(v), w))
+        judged = []
+        for name, fmt, (centre, fixed, stat, taint, y, rejected, special, flags) in zip(names, fmts, outs):
+            judged.append(Judged(name, F.by_name(fmt), y, centre, fixed, stat, taint, self.modes, tuple(rejected),
+                                 special, flags=flags))
+        return judged, sites, policy
