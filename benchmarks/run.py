@@ -163,6 +163,8 @@ def measure(op_name: str, n: int, device: str) -> dict:
         torch.cuda.synchronize()
     row["compile_s"] = time.perf_counter() - t
     row["compiled"] = all(p.fn is not None and p.failed is None for p in compiled._plans.values())
+    if device == "cpu":
+        _malloc_regime(measuring_memory=False)
     for k, f in acts.items():
         row[f"{k}_s"] = _time(f, device, reps=2 if n >= 10 ** 7 else 3)
     if device == "cuda":
@@ -174,8 +176,10 @@ def measure(op_name: str, n: int, device: str) -> dict:
             torch.cuda.synchronize()
             row[f"{k}_peak_bytes"] = torch.cuda.max_memory_allocated() - base
     else:
+        _malloc_regime(measuring_memory=True)
         for k in ("ref64", "verdict", "verdict_eager"):
             row[f"{k}_peak_bytes"] = _peak_growth(acts[k])
+        _malloc_regime(measuring_memory=False)
     row["verdict_over_ref64"] = row["verdict_s"] / row["ref64_s"]
     row["eager_over_ref64"] = row["verdict_eager_s"] / row["ref64_s"]
     row["verdict_over_assert_close"] = row["verdict_s"] / row["assert_close_s"]
@@ -194,12 +198,27 @@ def _status_kib(field: str) -> int:
     raise RuntimeError(f"/proc/self/status has no {field}")
 
 
-def _fixed_mmap_threshold() -> None:
-    """glibc raises its mmap threshold as large blocks are freed, so freed
-    tensors stay resident and a later peak would not show; pin it (M_MMAP_THRESHOLD)."""
+def _malloc_regime(measuring_memory: bool) -> None:
+    """glibc's allocator settings for each phase (CPU).
+
+    Timing: large blocks come from the heap and stay there (mmap threshold at
+    its 32 MiB maximum, no trimming), as glibc's own adaptive threshold does
+    in a long-running process once large blocks have been freed: repeated
+    calls then reuse memory instead of page-faulting fresh mappings, for the
+    reference and the verdict alike.
+    Memory: every block of 64 KiB or more is its own mapping, returned on free,
+    so that the peak resident set of one action shows (and earlier actions'
+    freed blocks do not hide it)."""
     try:
         import ctypes
-        ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 16)
+        libc = ctypes.CDLL("libc.so.6")
+        if measuring_memory:
+            libc.mallopt(-3, 1 << 16)          # M_MMAP_THRESHOLD
+            libc.mallopt(-1, 1 << 17)          # M_TRIM_THRESHOLD
+            libc.malloc_trim(0)                # give back what the timing phase left in the heap
+        else:
+            libc.mallopt(-3, 32 << 20)
+            libc.mallopt(-1, 1 << 30)
     except (OSError, AttributeError):
         pass
 
@@ -224,8 +243,6 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="")
     a = ap.parse_args(argv)
     sizes = [int(float(s)) for s in a.sizes.split(",")]
-    if a.device == "cpu":
-        _fixed_mmap_threshold()
     rows = []
     print(f"{'operator':26s} {'elements':>10s} {'verdict/ref64':>14s} {'(eager)':>8s} {'verdict/assert_close':>21s} "
           f"{'mem/ref64':>10s} {'(eager)':>8s} {'ns/element':>11s} {'compile s':>10s}")

@@ -9,13 +9,32 @@ or rejected), and the certificate names the site.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 
-@dataclass
 class Certificate:
-    sites: list = field(default_factory=list)       # [SiteRecord]
-    inputs: str = "finite"                          # the policy applied to inputs
+    """The sites of one evaluation and the policy applied to inputs.  ``sites``
+    is a list of ``SiteRecord``, or computed on first use by ``compute()``
+    (the compiled path leaves the per-site statistics out of its fused graph
+    and fills them in from an eager run of the same program, on the same
+    inputs, when the certificate is read)."""
+
+    def __init__(self, sites=None, inputs: str = "finite", *, compute=None):
+        self._sites = list(sites) if sites is not None else None
+        self._compute = compute
+        self.inputs = inputs
+
+    @property
+    def sites(self) -> list:
+        if self._sites is None:
+            self._sites = list(self._compute()) if self._compute is not None else []
+            self._compute = None
+        return self._sites
+
+    def __eq__(self, other):
+        return isinstance(other, Certificate) and self.to_dict() == other.to_dict()
+
+    def __repr__(self):
+        return f"Certificate({len(self.sites)} sites, holds={self.holds}, inputs={self.inputs!r})"
 
     @property
     def holds(self) -> bool:

@@ -136,8 +136,8 @@ def check_modes(program, outputs, inputs, params=None, *, modes=MODES, backend="
     if plan is not None and plan.ready:
         got = plan.run(inputs, kernel_outs)
         if got is not None:
-            outs, sites, policy = got
-            return _verdicts(program, modes, p, confirm, assumptions, outs, Certificate(sites, inputs=policy),
+            outs, cert, policy = got
+            return _verdicts(program, modes, p, confirm, assumptions, outs, cert,
                              (program, inputs, params, prof, nonfinite))
 
     refs, ctx, policy, decoded, names, regions = evaluate(program, inputs, kernel_outs, params, prof, p,

@@ -66,6 +66,15 @@ def clear() -> None:
         _plans.clear()
 
 
+def _can_compile() -> bool:
+    """torch.compile with Inductor's exact casts (``emulate_precision_casts``) is available."""
+    try:
+        import torch._inductor.config as cfg
+    except Exception:            # a torch without Inductor
+        return False
+    return hasattr(cfg, "emulate_precision_casts")
+
+
 # --------------------------------------------------------------------------- signatures
 
 def _struct(x):
@@ -98,7 +107,7 @@ def plan_for(program, inputs, outputs, params, prof, p, modes, nonfinite):
     """The plan of this call's signature (counting the call), or None when the
     policy or the arguments keep it eager."""
     pol = policy()
-    if pol == "never" or not modes:
+    if pol == "never" or not modes or not _can_compile():
         return None
     structs, tensors = [], []
     for x in list(inputs) + list(outputs):
@@ -167,15 +176,12 @@ class Plan:
                 rejected, special = judge_masks(reg.fmt, reg.centre, reg.fixed, reg.stat, reg.taint, y, modes)
                 flags = torch.stack([r.any() for r in rejected] + [reg.taint.any()])
                 outs.append((reg.centre, reg.fixed, reg.stat, reg.taint, y, rejected, special, flags))
-            if ctx.sites:
-                viol = torch.stack([s.violations.to(torch.float64) for s in ctx.sites])
-                worst = torch.stack([s.worst.to(torch.float64) for s in ctx.sites])
-            else:
-                viol = worst = None
+            # the sites' statistics are not returned (so not computed): the certificate is
+            # filled in from an eager run when it is read
             whats = tuple((s.what, s.kind) for s in ctx.sites)
             names = tuple(names)
             fmts = tuple(reg.fmt.name for reg in regions)
-            return outs, viol, worst, whats, names, fmts, policy
+            return outs, whats, names, fmts, policy
 
         # a code object of its own, so that each signature has its own compile cache
         code = numoracle_verdict.__code__
@@ -184,12 +190,15 @@ class Plan:
             code = code.replace(co_name=f"numoracle_verdict_{_serial[0]}")
         fn = types.FunctionType(code, numoracle_verdict.__globals__, code.co_name,
                                 numoracle_verdict.__defaults__, numoracle_verdict.__closure__)
-        return torch.compile(fn, dynamic=False)
+        # emulate_precision_casts: without it Inductor may keep a value cast to bf16/fp16 inside a
+        # fused kernel in fp32, skipping the rounding the calculus relies on (format roundings
+        # are casts); with it every cast rounds as torch's eager cast does
+        return torch.compile(fn, dynamic=False, options={"emulate_precision_casts": True})
 
     def run(self, inputs, outputs):
-        """(outputs as ``check.Judged``, site records, input policy), or None
+        """(outputs as ``check.Judged``, certificate, input policy), or None
         when this call must be judged eagerly."""
-        from .calculus.tracked import SiteRecord
+        from .certificates import Certificate
         from .check import NONFINITE_POLICY_TEXT, Judged
         tensors = []
         for x in list(inputs) + list(outputs):
@@ -197,7 +206,7 @@ class Plan:
         try:
             if self.fn is None:
                 self.fn = self._core()
-            outs, viol, worst, whats, names, fmts, bad = self.fn(*tensors)
+            outs, whats, names, fmts, bad = self.fn(*tensors)
             if len(whats) != len(self.sites) or any(
                     kind != s[1] or not s[0].startswith(what) for (what, kind), s in zip(whats, self.sites)):
                 raise RuntimeError(f"the traced program has sites {[w for w, _ in whats]} where the eager "
@@ -213,13 +222,14 @@ class Plan:
             if self.nonfinite == "error":
                 return None               # the eager path raises the usual message
             policy = NONFINITE_POLICY_TEXT
-        sites = []
-        if viol is not None:
-            vs, ws = viol.tolist(), worst.tolist()
-            for (label, kind, fmt, limit, n), v, w in zip(self.sites, vs, ws):
-                sites.append(SiteRecord(label, kind, fmt, limit, n, int(v), w))
         judged = []
         for name, fmt, (centre, fixed, stat, taint, y, rejected, special, flags) in zip(names, fmts, outs):
             judged.append(Judged(name, F.by_name(fmt), y, centre, fixed, stat, taint, self.modes, tuple(rejected),
                                  special, flags=flags))
-        return judged, sites, policy
+        return judged, Certificate(inputs=policy, compute=self._eager_sites(list(inputs), list(outputs))), policy
+
+    def _eager_sites(self, inputs, outputs):
+        def compute():
+            from .check import evaluate
+            return evaluate(self.program, inputs, outputs, self.params, self.prof, self.p, self.nonfinite)[1].sites
+        return compute

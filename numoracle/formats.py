@@ -290,27 +290,40 @@ _FAST_RNE = ("fp32", "fp16", "bf16")
 
 
 def _rne_fast(x: torch.Tensor, fmt: Format) -> torch.Tensor:
-    """RNE with IEEE overflow to fp32/fp16/bf16 through torch casts.
+    """RNE with IEEE overflow to fp32/fp16/bf16 through torch casts, without
+    bit manipulation (so that compiled code vectorises it).
 
-    float64 -> float32 is one correct rounding in torch.  For the 16-bit
-    formats torch rounds through float32 (double rounding), so we first round
-    to float32 *to odd*: with at least two more bits than the target, an
-    odd-rounded intermediate makes the second rounding exact (Boldo-Melquiond).
+    float64 -> float32 is one correct rounding.  For the 16-bit formats torch
+    rounds through float32, and the second rounding can differ from a direct
+    one only where the first landed exactly on a midpoint of the target
+    format (midpoints are float32 values, so the first rounding cannot cross
+    one) and was inexact: there the answer is the neighbour on x's side of
+    the midpoint.  With t = RN32(x) and b = RN16(t), t is a midpoint iff
+    t != b and 2t - b (exact in float32) is a value of the format: the other
+    neighbour.
     """
     t = x.to(torch.float32)
     if fmt.name == "fp32":
         return t.to(torch.float64)
-    back = t.to(torch.float64)
-    inexact = (back != x) & torch.isfinite(back)
-    # step back toward zero where RNE went away from zero, then force the last bit on
-    bits = t.view(torch.int32)
-    away = inexact & (back.abs() > x.abs())
-    bits = torch.where(away, bits - 1, bits)
-    bits = torch.where(inexact, bits | 1, bits)
-    odd = bits.view(torch.float32)
-    # a value beyond the float32 range stays infinite; huge finite x overflows
-    odd = torch.where(torch.isfinite(x) & ~torch.isfinite(t), t, odd)
-    return odd.to(fmt.torch_dtype).to(torch.float64)
+    dt = fmt.torch_dtype
+    b = t.to(dt).to(torch.float32)
+    other = b + 2 * (t - b)
+    tie = (t != b) & (other.to(dt).to(torch.float32) == other) & (t.to(torch.float64) != x)
+    up = x > t.to(torch.float64)
+    fixed = torch.where(tie, torch.where(up, torch.maximum(b, other), torch.minimum(b, other)), b)
+    # past float32's range (or into its overflow) the casts give inf: decide overflow on x itself
+    past = (fixed.abs() == float("inf")) & (x.abs() != float("inf"))
+    big = torch.where(x.abs() < _overflow_threshold(fmt), torch.full_like(x, fmt.max_finite),
+                      torch.full_like(x, float("inf")))
+    out = fixed.to(torch.float64)
+    return torch.where(past, torch.copysign(big, x), out)
+
+
+def _overflow_threshold(fmt: Format) -> float:
+    """The magnitude from which RNE overflows: max_finite plus half a top-binade ulp
+    (a tie there rounds to the even neighbour, the power of two past the range)."""
+    return fmt.max_finite + 2.0 ** (math.frexp(fmt.max_finite)[1] - 1 - fmt.precision)
+
 
 def representable(x: torch.Tensor, fmt) -> torch.Tensor:
     """Whether each float64 value is a value of fmt (infinities of formats that
@@ -321,10 +334,8 @@ def representable(x: torch.Tensor, fmt) -> torch.Tensor:
     if fmt.name in _FAST_RNE:
         t = x.to(torch.float32)
         exact = t.to(torch.float64) == x
-        if fmt.name == "bf16":          # bf16 is fp32 with the low 16 significand bits zero
-            exact = exact & ((t.view(torch.int32) & 0xFFFF) == 0)
-        elif fmt.name == "fp16":
-            exact = exact & (t.to(torch.float16).to(torch.float32) == t)
+        if fmt.name != "fp32":
+            exact = exact & (t.to(fmt.torch_dtype).to(torch.float32) == t)
         return exact
     return round(x, fmt) == x
 

@@ -50,14 +50,10 @@ class SiteRecord:
 
 @dataclass
 class TracedSite:
-    """A site seen under torch.compile: its statistics are still tensors."""
+    """A site seen under torch.compile: its place in the program only (the
+    compiled verdict's certificate comes from an eager run, see ``numoracle.compiled``)."""
     what: str
     kind: str
-    fmt: str
-    limit: str
-    elements: int
-    violations: Tensor
-    worst: Tensor
 
 
 @dataclass
@@ -70,8 +66,7 @@ class Context:
     sites: list = field(default_factory=list)
     # traced: the program runs under torch.compile (see ``numoracle.compiled``).  Every
     # data-dependent shortcut then takes its general path, which computes the same values
-    # (the shortcut only skips adding zeros), and site statistics stay tensors until the
-    # compiled function returns.
+    # (the shortcut only skips adding zeros), and sites record only their place.
     traced: bool = False
     _next: int = 0
 
@@ -103,8 +98,7 @@ class Context:
 
     def record(self, label, kind, fmt, limit, ok: Tensor, worst: Tensor) -> None:
         if self.traced:
-            self.sites.append(TracedSite(label, kind, fmt, limit, int(ok.numel()), (~ok).sum(),
-                                         worst.amax() if worst.numel() else worst.new_zeros(())))
+            self.sites.append(TracedSite(label, kind))
             return
         ok_all = bool(ok.all())
         w = float(worst.max()) if worst.numel() else 0.0
