@@ -235,12 +235,33 @@ def _peak_growth(f) -> int:
     return (_status_kib("VmHWM") - base) * 1024
 
 
+def _fuzz_throughput(a):
+    """Cases/s per operator from scripts/fuzz_throughput.py, run as its own process."""
+    import subprocess
+    import tempfile
+    here = os.path.dirname(os.path.abspath(__file__))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "fuzz.json")
+        cmd = [sys.executable, os.path.join(here, "..", "scripts", "fuzz_throughput.py"),
+               "--backend", "gpu" if a.device == "cuda" else "interpreter", "--seconds", str(a.fuzz_seconds),
+               "--out", out, "--ops", *a.ops.split(",")]
+        print("fuzz throughput:", " ".join(cmd[1:]), flush=True)
+        subprocess.run(cmd, check=False)
+        if not os.path.exists(out):
+            return {"error": "scripts/fuzz_throughput.py wrote no results"}
+        with open(out) as fh:
+            return json.load(fh)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--sizes", default="1e5,1e6,1e7")
     ap.add_argument("--ops", default=",".join(OPS))
     ap.add_argument("--out", default="")
+    ap.add_argument("--fuzz-seconds", type=float, default=0.0,
+                    help="also measure fuzz throughput (cases/s) for the same operators on this device's backend "
+                         "(interpreter on the CPU, gpu on CUDA) for this many seconds each (scripts/fuzz_throughput.py)")
     a = ap.parse_args(argv)
     sizes = [int(float(s)) for s in a.sizes.split(",")]
     rows = []
@@ -260,12 +281,13 @@ def main(argv=None) -> int:
                       f"{r.get('eager_memory_over_ref64', float('nan')):>8.2f} {r['verdict_ns_per_element']:>11.1f} "
                       f"{r['compile_s']:>10.1f}{'' if r['compiled'] else ' (eager: not compiled)'}", flush=True)
             rows.append(r)
+    fuzz = _fuzz_throughput(a) if a.fuzz_seconds > 0 else None
     meta = {"device": torch.cuda.get_device_name() if a.device == "cuda" else platform.processor() or "cpu",
             "cores": os.cpu_count(), "threads": torch.get_num_threads(), "torch": torch.__version__,
             "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
     if a.out:
         with open(a.out, "w") as fh:
-            json.dump({"meta": meta, "rows": rows}, fh, indent=1)
+            json.dump({"meta": meta, "rows": rows, "fuzz": fuzz}, fh, indent=1)
     return 0
 
 

@@ -353,11 +353,11 @@ def round_scalar(v: float, fmt) -> float:
     if v == 0 or v != v or v in (math.inf, -math.inf) or fmt.precision >= 53:
         return v
     a = abs(v)
+    if a >= _overflow_threshold(fmt):
+        return math.copysign(math.inf, v)
     e = math.frexp(a)[1] - 1                       # 2**e <= a < 2**(e+1)
     q = max(e, fmt.emin) - (fmt.precision - 1)     # the grid spacing is 2**q
     r = math.ldexp(builtins.round(math.ldexp(a, -q)), q)   # round(): ties to even, exact here
-    if r > fmt.max_finite:
-        r = math.inf
     return math.copysign(r, v)
 
 

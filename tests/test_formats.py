@@ -587,3 +587,67 @@ def test_decode_and_encode_argument_errors():
         F.decode(torch.zeros(2, dtype=torch.uint8).view(torch.float4_e2m1fn_x2))
     scales = F.encode(t64([1.0, 2.0**-127, 2.0**127, math.nan]), F.e8m0)
     assert scales.dtype == torch.uint8 and scales.tolist() == [127, 0, 254, 255]
+
+
+def _general_rne(x, fmt):
+    """RNE with IEEE overflow by the grid path (no casts): the reference for the cast path."""
+    finite = torch.isfinite(x)
+    xf = torch.where(finite, x, 0.0)
+    q = F._grid_exp(xf.abs(), fmt)
+    y = F._ROUNDERS["rne"](xf * F._exp2i(-q)) * F._exp2i(q)
+    y = torch.where(finite, y, x)
+    over = finite & (x.abs() >= F._overflow_threshold(fmt))
+    return torch.where(over, torch.copysign(torch.full_like(x, math.inf), x), y)
+
+
+def _double_rounding_hazards(fmt):
+    """Every finite value of a 16-bit format, every midpoint between neighbours, and the float64
+    and float32 neighbours of both: where rounding through float32 first lands on a midpoint."""
+    v = torch.arange(0, 1 << 16, dtype=torch.int32).to(torch.int16).view(fmt.torch_dtype).double()
+    v = torch.sort(v[torch.isfinite(v)].unique()).values
+    base = torch.cat([v, (v[1:] + v[:-1]) / 2, torch.tensor([F._overflow_threshold(fmt), 1e300, 3.5e38])])
+    inf64 = torch.full_like(base, math.inf)
+    b32 = base.float()
+    up32 = torch.nextafter(b32, torch.full_like(b32, math.inf)).double()
+    dn32 = torch.nextafter(b32, torch.full_like(b32, -math.inf)).double()
+    xs = torch.cat([base, torch.nextafter(base, inf64), torch.nextafter(base, -inf64), up32, dn32,
+                    (base + up32) / 2, (base + dn32) / 2,
+                    torch.nextafter((base + up32) / 2, inf64), torch.nextafter((base + dn32) / 2, -inf64)])
+    xs = xs[~torch.isnan(xs)]
+    return torch.cat([xs, -xs, torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan])])
+
+
+@pytest.mark.parametrize("fmt", (F.fp16, F.bf16), ids=ids)
+def test_rne_by_casts_fixes_every_double_rounding(fmt):
+    """The cast path (float32, then the 16-bit format, with the midpoint fix) equals the grid path
+    on every value, midpoint and neighbour, where rounding through float32 alone goes wrong."""
+    x = _double_rounding_hazards(fmt)
+    got, want = F._rne_fast(x, fmt), _general_rne(x, fmt)
+    same = (got == want) | (got.isnan() & want.isnan())
+    assert same.all(), x[~same][:5]
+    naive = x.float().to(fmt.torch_dtype).double()          # plain double rounding: wrong somewhere here
+    assert not ((naive == want) | (naive.isnan() & want.isnan())).all()
+
+
+@pytest.mark.parametrize("fmt", (F.fp32, F.fp16, F.bf16, F.fp64, F.e4m3fn, F.e5m2, F.e2m1), ids=ids)
+def test_representable_is_round_trip_equality(fmt):
+    if fmt.bits == 16:
+        x = _double_rounding_hazards(fmt)
+    else:
+        g = torch.Generator().manual_seed(3)
+        v = torch.randn(20000, generator=g, dtype=torch.float64)
+        x = torch.cat([v, v.float().double(), F.round(v * 100, fmt) if fmt.bits < 64 else v,
+                       torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 2.0 ** -149, 2.0 ** -150])])
+    assert torch.equal(F.representable(x, fmt), F.round(x, fmt) == x)
+
+
+@pytest.mark.parametrize("fmt", (F.fp32, F.fp16, F.bf16, F.fp64), ids=ids)
+def test_round_scalar_matches_round(fmt):
+    x = _double_rounding_hazards(F.bf16 if fmt.bits != 16 else fmt)
+    g = torch.Generator().manual_seed(4)
+    x = torch.cat([x[::7], torch.randn(3000, generator=g, dtype=torch.float64)
+                   * torch.exp2(torch.randint(-160, 130, (3000,), generator=g).double())])
+    want = F.round(x, fmt).tolist()
+    got = [F.round_scalar(v, fmt) for v in x.tolist()]
+    assert all((a == b and math.copysign(1, a) == math.copysign(1, b)) or (a != a and b != b)
+               for a, b in zip(got, want))

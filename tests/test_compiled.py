@@ -1,0 +1,131 @@
+"""The compiled verdict (numoracle.compiled): the same verdicts as the eager
+calculus, compiled once per signature, eager whenever it cannot compile."""
+import math
+
+import pytest
+import torch
+
+from numoracle import compiled, operators
+from numoracle import formats as F
+from numoracle.check import check, check_modes
+from numoracle.emulator import Plan, emulate
+from numoracle.errors import InvalidArgument
+
+
+@pytest.fixture
+def policy(monkeypatch):
+    compiled.clear()
+
+    def set_policy(value):
+        monkeypatch.setenv("NUMORACLE_COMPILE", value)
+    yield set_policy
+    compiled.clear()
+
+
+def _case(name="rms_norm", rows=6, cols=256, faults=(), seed=5):
+    op = operators.get(name)
+    inputs, params = op.example(seed, dtype=torch.bfloat16, family="calibration", rows=rows, cols=cols)
+    outs = emulate(op.reference, inputs, params, Plan(seed=1, faults=faults))
+    return op, inputs, params, outs
+
+
+def _only_plan():
+    plans = list(compiled._plans.values())
+    assert len(plans) == 1
+    return plans[0]
+
+
+def _assert_same(ve, vc):
+    for m in ve:
+        a, b = ve[m], vc[m]
+        assert (a.status, a.confirmation) == (b.status, b.confirmation)
+        assert a.certificate.to_dict() == b.certificate.to_dict()
+        for oa, ob in zip(a.outputs, b.outputs):
+            for f in ("rejected", "uncertified", "special", "fixed_rejected", "kernel", "qlo", "qhi"):
+                assert torch.equal(getattr(oa, f), getattr(ob, f)), (m, oa.name, f)
+            # the centres and radii are float64 evaluations in different orders
+            scale = oa.centre.abs() + (oa.hi - oa.lo).abs()
+            for f in ("centre", "lo", "hi"):
+                d = (getattr(oa, f) - getattr(ob, f)).abs()
+                assert bool((d <= 2.0 ** -45 * scale).all()), (m, oa.name, f, float(d.max()))
+
+
+@pytest.mark.parametrize("faults", [(), ("truncating_store",), ("ulp_off_store",)])
+def test_compiled_verdicts_equal_eager_ones(policy, faults):
+    """One compile (the first fault case) serves the others: same program, shapes and params."""
+    op, inputs, params, outs = _case(faults=faults)
+    policy("never")
+    ve = check_modes(op.reference, outs, inputs, params)
+    policy("always")
+    check_modes(op.reference, outs, inputs, params)               # eager: learns the sites
+    vc = check_modes(op.reference, outs, inputs, params)           # compiled
+    plan = _only_plan()
+    assert plan.fn is not None and plan.failed is None
+    _assert_same(ve, vc)
+    assert ve["statistical"].status == ("accept" if not faults else "reject")
+
+
+def test_compiled_bf16_rounding_is_exact():
+    """Inductor keeps a fused bf16 cast in fp32 unless emulate_precision_casts is set: the
+    compiled verdict compiles with it, so a compiled rounding equals the eager one."""
+    x = torch.tensor([1 + 2.0 ** -8, 1 + 3 * 2.0 ** -8, 1 + 2.0 ** -8 + 2.0 ** -30, 1.00390625 * 3,
+                      65504.0 + 16, 3.3e38, 2.0 ** -133, 2.0 ** -134 * 3], dtype=torch.float64)
+    x = torch.cat([x, -x, torch.randn(512, dtype=torch.float64)])
+    f = torch.compile(lambda t: F._rne_fast(t, F.bf16), dynamic=False, options={"emulate_precision_casts": True})
+    assert torch.equal(f(x), F.round(x, F.bf16))
+
+
+def test_auto_keeps_small_signatures_eager(policy):
+    op, inputs, params, outs = _case()
+    policy("auto")
+    for _ in range(compiled.AUTO_EAGER_CALLS + 2):
+        check(op.reference, outs, inputs, params)
+    plan = _only_plan()
+    assert plan.elements < compiled.AUTO_MIN_ELEMENTS and not plan.ready and plan.fn is None
+
+
+def test_never_makes_no_plan_and_a_bad_policy_says_what_is_expected(policy):
+    op, inputs, params, outs = _case()
+    policy("never")
+    check(op.reference, outs, inputs, params)
+    assert not compiled._plans
+    policy("sometimes")
+    with pytest.raises(InvalidArgument, match="NUMORACLE_COMPILE='sometimes': expected one of"):
+        check(op.reference, outs, inputs, params)
+
+
+def test_a_failed_compile_is_judged_eagerly_with_one_warning(policy, monkeypatch):
+    op, inputs, params, outs = _case(faults=("truncating_store",))
+    policy("never")
+    ve = check(op.reference, outs, inputs, params)
+
+    def broken(self):
+        def fn(*tensors):
+            raise RuntimeError("no compiler here")
+        return fn
+    monkeypatch.setattr(compiled.Plan, "_core", broken)
+    policy("always")
+    check(op.reference, outs, inputs, params)
+    with pytest.warns(RuntimeWarning, match="judging rms_norm eagerly.*no compiler here"):
+        v = check(op.reference, outs, inputs, params)
+    assert v.status == ve.status == "reject" and v.n_rejected == ve.n_rejected
+    assert _only_plan().failed.startswith("RuntimeError")
+    check(op.reference, outs, inputs, params)          # no second warning: the plan stays eager
+
+
+def test_non_finite_inputs_under_a_compiled_signature(policy):
+    op, inputs, params, outs = _case()
+    policy("always")
+    check(op.reference, outs, inputs, params, nonfinite="uncertified")
+    check(op.reference, outs, inputs, params, nonfinite="uncertified")
+    x = inputs[0].clone()
+    x[1, 3] = math.inf
+    bad = (x,) + tuple(inputs[1:])
+    v = check(op.reference, outs, bad, params, nonfinite="uncertified")
+    assert v.certificate.inputs.startswith("non-finite inputs")
+    assert v.status == "uncertified" and bool(v.outputs[0].uncertified[1].all())
+    assert not bool(v.outputs[0].uncertified[0].any())
+    check(op.reference, outs, inputs, params)
+    check(op.reference, outs, inputs, params)
+    with pytest.raises(InvalidArgument, match="non-finite"):
+        check(op.reference, outs, bad, params)
