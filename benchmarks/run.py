@@ -105,6 +105,22 @@ def _quant_outputs(x, params):
     return q, s
 
 
+COPY_BANDWIDTH = 4.3e12     # bytes/s, the H200's measured copy bandwidth (FACTS.md)
+
+
+def traffic_bytes(inputs, outs) -> int:
+    """The tensor traffic a compiled verdict cannot avoid: read the inputs and the
+    kernel's outputs, copy the outputs (kept for the explanation), and write what the
+    verdict holds per output element (centre and both radii in float64, the
+    uncertified and rejected masks)."""
+    outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+    t = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+    for y in outs:
+        y = y[0] if isinstance(y, tuple) else y
+        t += 3 * y.numel() * y.element_size() + y.numel() * (3 * 8 + 2)
+    return t
+
+
 def _time(f, device, reps=3):
     f()                                             # warm: caches, allocator, lazy imports
     best = float("inf")
@@ -150,6 +166,11 @@ def actions(op, inputs, params, outs):
 
 
 def measure(op_name: str, n: int, device: str) -> dict:
+    """One (operator, size), best run in a process of its own (``main`` does): on the
+    CPU the memory peaks are measured first, before the timing phase's allocator
+    regime leaves freed blocks in the heap for later allocations to reuse unseen."""
+    if device == "cpu":
+        _malloc_regime(measuring_memory=True)
     op, inputs, params, outs = setup(op_name, n, device)
     acts = actions(op, inputs, params, outs)
     elements = inputs[0].numel()
@@ -163,23 +184,20 @@ def measure(op_name: str, n: int, device: str) -> dict:
         torch.cuda.synchronize()
     row["compile_s"] = time.perf_counter() - t
     row["compiled"] = all(p.fn is not None and p.failed is None for p in compiled._plans.values())
-    if device == "cpu":
-        _malloc_regime(measuring_memory=False)
-    for k, f in acts.items():
-        row[f"{k}_s"] = _time(f, device, reps=2 if n >= 10 ** 7 else 3)
-    if device == "cuda":
-        for k in ("ref64", "verdict", "verdict_eager"):
+    for k in ("ref64", "verdict", "verdict_eager"):
+        if device == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
             acts[k]()
             torch.cuda.synchronize()
             row[f"{k}_peak_bytes"] = torch.cuda.max_memory_allocated() - base
-    else:
-        _malloc_regime(measuring_memory=True)
-        for k in ("ref64", "verdict", "verdict_eager"):
+        else:
             row[f"{k}_peak_bytes"] = _peak_growth(acts[k])
+    if device == "cpu":
         _malloc_regime(measuring_memory=False)
+    for k, f in acts.items():
+        row[f"{k}_s"] = _time(f, device, reps=2 if n >= 10 ** 7 else 3)
     row["verdict_over_ref64"] = row["verdict_s"] / row["ref64_s"]
     row["eager_over_ref64"] = row["verdict_eager_s"] / row["ref64_s"]
     row["verdict_over_assert_close"] = row["verdict_s"] / row["assert_close_s"]
@@ -187,6 +205,9 @@ def measure(op_name: str, n: int, device: str) -> dict:
         row["memory_over_ref64"] = row["verdict_peak_bytes"] / row["ref64_peak_bytes"]
         row["eager_memory_over_ref64"] = row["verdict_eager_peak_bytes"] / row["ref64_peak_bytes"]
     row["verdict_ns_per_element"] = row["verdict_s"] / elements * 1e9
+    row["traffic_bytes"] = traffic_bytes(inputs, outs)
+    if device == "cuda":
+        row["bandwidth_fraction"] = row["traffic_bytes"] / row["verdict_s"] / COPY_BANDWIDTH
     return row
 
 
@@ -235,6 +256,20 @@ def _peak_growth(f) -> int:
     return (_status_kib("VmHWM") - base) * 1024
 
 
+def _measure_in_child(op: str, n: int, device: str) -> dict:
+    """``measure`` in a fresh process: no allocator state or compiled code carried over
+    from another operator or size (Inductor's on-disk cache is shared, as for a user)."""
+    import subprocess
+    code = ("import json, sys; sys.path.insert(0, %r); import run; "
+            "print('@@' + json.dumps(run.measure(%r, %d, %r)))" % (os.path.dirname(os.path.abspath(__file__)),
+                                                                   op, n, device))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    for line in p.stdout.splitlines():
+        if line.startswith("@@"):
+            return json.loads(line[2:])
+    return {"op": op, "n": n, "error": (p.stderr.strip().splitlines() or ["no output"])[-1][:300]}
+
+
 def _fuzz_throughput(a):
     """Cases/s per operator from scripts/fuzz_throughput.py, run as its own process."""
     import subprocess
@@ -269,10 +304,8 @@ def main(argv=None) -> int:
           f"{'mem/ref64':>10s} {'(eager)':>8s} {'ns/element':>11s} {'compile s':>10s}")
     for op in a.ops.split(","):
         for n in sizes:
-            try:
-                r = measure(op, n, a.device)
-            except Exception as exc:                # one failing size must not end the suite
-                r = {"op": op, "n": n, "error": repr(exc)[:300]}
+            r = _measure_in_child(op, n, a.device)
+            if "error" in r:                        # one failing size must not end the suite
                 print(f"{op:28s} {n:>10d} error: {r['error']}")
             else:
                 print(f"{op:26s} {r['elements']:>10d} {r['verdict_over_ref64']:>14.2f} "

@@ -223,15 +223,25 @@ class Judged:
     one ``OutputJudgement`` per mode."""
     name: str
     fmt: F.Format
-    y: torch.Tensor
+    y: object                  # the decoded kernel output, or a function that decodes it
     centre: torch.Tensor
     fixed: torch.Tensor
     stat: torch.Tensor
     taint: torch.Tensor
     modes: tuple
     rejected: tuple            # per mode
-    special: torch.Tensor
+    special: object            # a bool tensor, or None: computed from the kernel output when asked for
     flags: object = None       # None, or a bool tensor [any rejected per mode..., any taint]
+
+    def kernel(self) -> torch.Tensor:
+        if callable(self.y):
+            self.y = self.y()
+        return self.y
+
+    def special_mask(self) -> torch.Tensor:
+        if self.special is None:
+            self.special = ~torch.isfinite(self.kernel()) & ~self.taint
+        return self.special
 
     def any_flags(self):
         if self.flags is None:
@@ -244,7 +254,7 @@ class Judged:
         a verdict computes them only when it needs them (to confirm a reject)."""
         if "fixed" in self.modes:
             return self.rejected[self.modes.index("fixed")]
-        return judge_masks(self.fmt, self.centre, self.fixed, self.stat, self.taint, self.y, ("fixed",))[0][0]
+        return judge_masks(self.fmt, self.centre, self.fixed, self.stat, self.taint, self.kernel(), ("fixed",))[0][0]
 
     def for_mode(self, k: int, mode: str) -> OutputJudgement:
         centre, r, fmt = self.centre, (self.fixed if mode == "fixed" else self.stat), self.fmt
@@ -252,8 +262,8 @@ class Judged:
         def bounds():
             lo, hi = centre - r, centre + r
             return (lo, hi) + tuple(RI.bounds(lo, hi, fmt))
-        return OutputJudgement(self.name, fmt, self.y, centre, None, None, None, None, self.rejected[k],
-                               self.taint, self.special, self.fixed_rejected, bounds=bounds)
+        return OutputJudgement(self.name, fmt, self.kernel, centre, None, None, None, None, self.rejected[k],
+                               self.taint, self.special_mask, self.fixed_rejected, bounds=bounds)
 
 
 def _verdicts(program, modes, p, confirm, assumptions, outs, cert, explainer) -> dict:

@@ -132,6 +132,18 @@ def plan_for(program, inputs, outputs, params, prof, p, modes, nonfinite):
     return plan
 
 
+def _decoder(raw, fmt, device):
+    """A function that decodes a kernel output as ``check.evaluate`` does, from a
+    copy in the kernel's own format (a quarter of the float64 values' size for
+    bf16), so that a caller reusing its output buffer does not change the verdict."""
+    t = (raw[0] if isinstance(raw, tuple) else raw).clone()
+
+    def decode():
+        y = F.decode(t, fmt)
+        return y if y.device == device else y.to(device)
+    return decode
+
+
 class Plan:
     """One signature: its eager facts (site labels, output names) and, once
     compiled, the compiled function."""
@@ -173,9 +185,11 @@ class Plan:
                 program, args[:n_in], args[n_in:], params, prof, p, nonfinite, traced=True)
             outs = []
             for reg, y in zip(regions, decoded):
-                rejected, special = judge_masks(reg.fmt, reg.centre, reg.fixed, reg.stat, reg.taint, y, modes)
+                # the decoded kernel output and its non-finite mask are not returned (not written):
+                # the verdict decodes the kernel's own tensor when they are asked for
+                rejected, _ = judge_masks(reg.fmt, reg.centre, reg.fixed, reg.stat, reg.taint, y, modes)
                 flags = torch.stack([r.any() for r in rejected] + [reg.taint.any()])
-                outs.append((reg.centre, reg.fixed, reg.stat, reg.taint, y, rejected, special, flags))
+                outs.append((reg.centre, reg.fixed, reg.stat, reg.taint, rejected, flags))
             # the sites' statistics are not returned (so not computed): the certificate is
             # filled in from an eager run when it is read
             whats = tuple((s.what, s.kind) for s in ctx.sites)
@@ -223,9 +237,10 @@ class Plan:
                 return None               # the eager path raises the usual message
             policy = NONFINITE_POLICY_TEXT
         judged = []
-        for name, fmt, (centre, fixed, stat, taint, y, rejected, special, flags) in zip(names, fmts, outs):
-            judged.append(Judged(name, F.by_name(fmt), y, centre, fixed, stat, taint, self.modes, tuple(rejected),
-                                 special, flags=flags))
+        for name, fmt, raw, (centre, fixed, stat, taint, rejected, flags) in zip(names, fmts, outputs, outs):
+            fmt = F.by_name(fmt)
+            judged.append(Judged(name, fmt, _decoder(raw, fmt, centre.device), centre, fixed, stat, taint,
+                                 self.modes, tuple(rejected), None, flags=flags))
         return judged, Certificate(inputs=policy, compute=self._eager_sites(list(inputs), list(outputs))), policy
 
     def _eager_sites(self, inputs, outputs):

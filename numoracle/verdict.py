@@ -10,9 +10,24 @@ import torch
 from . import formats as F
 
 
+def _on_first_use(slot: str):
+    """A property whose value is stored in ``slot`` as a tensor, or as a function
+    that computes it the first time it is read."""
+    def get(self):
+        v = getattr(self, slot)
+        if callable(v):
+            v = v()
+            setattr(self, slot, v)
+        return v
+    return property(get)
+
+
 class OutputJudgement:
     """One output tensor's judgement (all tensors float64 / bool, output shape).
 
+    ``kernel`` (the stored values, exact), ``special`` (rejected because of NaN/inf
+    where a finite value is certain) and ``fixed_rejected`` (rejected in the
+    fixed-input mode) are tensors or functions that compute them on first use;
     ``lo, hi`` (the pre-store interval in the verdict's mode) and ``qlo, qhi``
     (the storage values accepted) are given, or computed on first use by
     ``bounds()`` -> (lo, hi, qlo, qhi): a verdict that is only asked for its
@@ -22,41 +37,31 @@ class OutputJudgement:
                  fixed_rejected, detail=None, *, bounds=None):
         self.name = name
         self.fmt: F.Format = fmt
-        self.kernel = kernel              # stored values, exact
+        self._kernel = kernel
         self.centre = centre              # reference before the store
-        self._bounds = None if lo is None else (lo, hi, qlo, qhi)
-        self._make_bounds = bounds
+        self._bounds = (lo, hi, qlo, qhi) if lo is not None else (lambda: tuple(bounds()))
         self.rejected = rejected
         self.uncertified = uncertified
-        self.special = special            # rejected because of NaN/inf where a finite value is certain
-        # rejected in the fixed-input mode: a tensor, or a function that computes it on first use
+        self._special = special
         self._fixed_rejected = fixed_rejected
         # optional: flat index -> extra explanation lines (quantizer outputs name their group, scale, interval)
         self.detail = detail
 
-    def _get_bounds(self):
-        if self._bounds is None:
-            self._bounds = tuple(self._make_bounds())
-            self._make_bounds = None
-        return self._bounds
-
-    @property
-    def fixed_rejected(self):
-        if callable(self._fixed_rejected):
-            self._fixed_rejected = self._fixed_rejected()
-        return self._fixed_rejected
-
-    lo = property(lambda self: self._get_bounds()[0])
-    hi = property(lambda self: self._get_bounds()[1])
-    qlo = property(lambda self: self._get_bounds()[2])
-    qhi = property(lambda self: self._get_bounds()[3])
+    kernel = _on_first_use("_kernel")
+    special = _on_first_use("_special")
+    fixed_rejected = _on_first_use("_fixed_rejected")
+    _all_bounds = _on_first_use("_bounds")
+    lo = property(lambda self: self._all_bounds[0])
+    hi = property(lambda self: self._all_bounds[1])
+    qlo = property(lambda self: self._all_bounds[2])
+    qhi = property(lambda self: self._all_bounds[3])
 
     def __repr__(self):
-        return f"OutputJudgement({self.name}, {self.fmt}, shape={tuple(self.kernel.shape)})"
+        return f"OutputJudgement({self.name}, {self.fmt}, shape={tuple(self.centre.shape)})"
 
     @property
     def numel(self) -> int:
-        return self.kernel.numel()
+        return self.centre.numel()
 
 
 @dataclass

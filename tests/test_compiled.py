@@ -63,6 +63,8 @@ def test_compiled_verdicts_equal_eager_ones(policy, faults):
     assert plan.fn is not None and plan.failed is None
     _assert_same(ve, vc)
     assert ve["statistical"].status == ("accept" if not faults else "reject")
+    assert vc["statistical"].explain() == ve["statistical"].explain()
+    assert vc["fixed"].to_dict() == ve["fixed"].to_dict()
 
 
 def test_compiled_bf16_rounding_is_exact():

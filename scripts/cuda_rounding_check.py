@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""RNE to bf16/fp16/fp32 on a CUDA device (or the CPU), eagerly and compiled
+(as ``numoracle.compiled`` compiles: Inductor with emulate_precision_casts),
+against the grid path, on every value of the 16-bit formats, every midpoint,
+and the float64 and float32 neighbours of both (the inputs of
+tests/test_formats.py): the cast path (``formats._rne_fast``), ``round()``
+as the calculus calls it on that device, and ``representable``.  Exit status
+1 on any difference in what the calculus uses (on a GPU, compiled casts are
+reported but not used: ``round()`` takes the grid path there).
+
+    PYTHONPATH=$PWD python scripts/cuda_rounding_check.py
+"""
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from numoracle import formats as F  # noqa: E402
+from test_formats import _double_rounding_hazards, _general_rne  # noqa: E402
+
+
+def main() -> int:
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    bad = 0
+    for fmt in (F.bf16, F.fp16, F.fp32):
+        x = _double_rounding_hazards(F.bf16 if fmt is F.fp32 else fmt)
+        want = _general_rne(x, fmt)
+        xd = x.to(dev)
+        eager = F._rne_fast(xd, fmt).cpu()
+        comp = torch.compile(lambda t: F._rne_fast(t, fmt), dynamic=False,
+                             options={"emulate_precision_casts": True})(xd).cpu()
+        grid = torch.compile(lambda t: F.round(t, fmt), dynamic=False,
+                             options={"emulate_precision_casts": True})(xd).cpu()
+        rep = torch.compile(lambda t: F.representable(t, fmt), dynamic=False,
+                            options={"emulate_precision_casts": True})(xd).cpu()
+        rdiff = int((rep != (want == x)).sum())
+        bad += rdiff
+        print(f"{dev} {fmt} representable compiled: {rdiff} differ")
+        for name, got in (("casts eager", eager), ("casts compiled", comp), ("round() compiled", grid)):
+            diff = ~((got == want) | (got.isnan() & want.isnan()))
+            if name != "casts compiled" or dev == "cpu":    # round() uses casts on the CPU only
+                bad += int(diff.sum())
+            print(f"{dev} {fmt} {name}: {x.numel()} inputs, {int(diff.sum())} differ"
+                  + (f" (first {x[diff][:3].tolist()})" if diff.any() else ""))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
