@@ -55,7 +55,7 @@ ASSUMPTIONS = (
 
 
 def _fp32_scalar(v: float) -> float:
-    return float(F.round(torch.tensor(float(v), dtype=torch.float64), F.fp32))
+    return F.round_scalar(v, F.fp32)
 
 
 def fmax_for(fmt: F.Format, fmax=None) -> float:
