@@ -95,9 +95,11 @@ def _quant_outputs(x, params):
     """vLLM's group quantizer in torch: fp32 scale amax/448, codes RN to e4m3 (torch's cast)."""
     g = params.get("group_size", 128)
     xf = x.float().reshape(x.shape[0], -1, g)
-    s = (xf.abs().amax(-1, keepdim=True).clamp(min=1e-10) / 448.0)
-    if params.get("ue8m0"):
-        s = torch.exp2(torch.ceil(torch.log2(s)))
+    amax = xf.abs().amax(-1, keepdim=True)
+    if params.get("ue8m0"):                       # 2^ceil(log2(max(amax / fmax, eps)))
+        s = torch.exp2(torch.ceil(torch.log2((amax / 448.0).clamp(min=1e-10))))
+    else:                                         # max(amax, eps) / fmax
+        s = amax.clamp(min=1e-10) / 448.0
     q = (xf / s).clamp(-448, 448).to(torch.float8_e4m3fn).reshape(x.shape)
     s = s.squeeze(-1)
     if params.get("column_major_scales"):
