@@ -131,3 +131,24 @@ def test_non_finite_inputs_under_a_compiled_signature(policy):
     check(op.reference, outs, inputs, params)
     with pytest.raises(InvalidArgument, match="non-finite"):
         check(op.reference, outs, bad, params)
+
+
+def test_an_uncertified_compiled_verdict_names_the_failing_site(policy):
+    """The compiled graph leaves the sites' statistics out; the certificate read from a
+    compiled verdict (an eager run on the same inputs) is the eager one, failing site included."""
+    op, inputs, params, outs = _case()
+    x = inputs[0].clone()
+    x[2] = 3.0e38                                   # this row's sum of squares leaves fp32
+    big = (x,) + tuple(inputs[1:])
+    big_outs = emulate(op.reference, big, params, Plan(seed=1))
+    policy("never")
+    ve = check_modes(op.reference, big_outs, big, params)
+    policy("always")
+    check_modes(op.reference, outs, inputs, params)               # eager: learns the sites
+    vc = check_modes(op.reference, big_outs, big, params)         # compiled, same signature
+    assert _only_plan().fn is not None
+    assert vc["statistical"].status == ve["statistical"].status == "uncertified"
+    failing = [s.label for s in vc["statistical"].certificate.failing]
+    assert failing and failing == [s.label for s in ve["statistical"].certificate.failing]
+    assert any("sum" in label for label in failing)
+    _assert_same(ve, vc)
