@@ -137,6 +137,9 @@ def check_modes(program, outputs, inputs, params=None, *, modes=MODES, backend="
         got = plan.run(inputs, kernel_outs)
         if got is not None:
             outs, cert, policy = got
+            if plan.has_quantizer:
+                assumptions = dataclasses.replace(
+                    assumptions, implementation=tuple(assumptions.implementation) + QZ.Q.ASSUMPTIONS)
             return _verdicts(program, modes, p, confirm, assumptions, outs, cert,
                              (program, inputs, params, prof, nonfinite))
 

@@ -127,7 +127,7 @@ def plan_for(program, inputs, outputs, params, prof, p, modes, nonfinite):
         plan = _plans.get(key)
         if plan is None:
             plan = _plans[key] = Plan(program, params, prof, p, tuple(modes), nonfinite, structs,
-                                      len(inputs), elements, pol)
+                                      len(inputs), elements, pol, tensors[0].device.type if tensors else "cpu")
         plan.calls += 1
     return plan
 
@@ -148,13 +148,15 @@ class Plan:
     """One signature: its eager facts (site labels, output names) and, once
     compiled, the compiled function."""
 
-    def __init__(self, program, params, prof, p, modes, nonfinite, structs, n_inputs, elements, pol):
+    def __init__(self, program, params, prof, p, modes, nonfinite, structs, n_inputs, elements, pol, device):
         self.program, self.params, self.prof, self.p = program, dict(params), prof, p
         self.modes, self.nonfinite, self.structs, self.n_inputs = modes, nonfinite, structs, n_inputs
         self.elements, self.policy = elements, pol
         self.calls = 0
         self.sites = None          # [(label, kind, fmt, limit, elements)] from an eager run
         self.failed = None         # why this signature stays eager
+        self.has_quantizer = False
+        self.device = device
         self.fn = None
 
     @property
@@ -167,14 +169,17 @@ class Plan:
 
     def learn(self, sites, has_quantizer: bool) -> None:
         """Record what an eager run of this signature found."""
-        if has_quantizer:
-            self.failed = "quantizer outputs are judged eagerly"
+        self.has_quantizer = has_quantizer
+        if has_quantizer and self.device != "cpu":
+            # compiled quantizer judgements are checked against eager ones on the CPU only
+            self.failed = "quantizer outputs are judged eagerly off the CPU"
             return
         self.sites = [(s.label, s.kind, s.fmt, s.limit, s.elements) for s in sites]
 
     # ---- the traced function
     def _core(self):
         from .check import evaluate, judge_masks
+        from .oracles import quantizer as QZ
         program, params, prof, p, modes, nonfinite = (self.program, self.params, self.prof, self.p,
                                                       self.modes, self.nonfinite)
         structs, n_in = self.structs, self.n_inputs
@@ -183,18 +188,24 @@ class Plan:
             args = [t if kind == "tensor" else (t, fmt) for (kind, fmt), t in zip(structs, tensors)]
             refs, ctx, policy, decoded, names, regions = evaluate(
                 program, args[:n_in], args[n_in:], params, prof, p, nonfinite, traced=True)
+            quant = QZ.judge_tensors(refs, decoded) if any(reg is None for reg in regions) else {}
             outs = []
-            for reg, y in zip(regions, decoded):
+            for j, (reg, y) in enumerate(zip(regions, decoded)):
                 # the decoded kernel output and its non-finite mask are not returned (not written):
                 # the verdict decodes the kernel's own tensor when they are asked for
+                if reg is None:             # a quantizer output: its two-step judgement, in every mode
+                    centre, lo, hi, qlo, qhi, rejected, unc = quant[j]
+                    outs.append(("quantizer", (centre, lo, hi, qlo, qhi, rejected, unc),
+                                 torch.stack([rejected.any(), unc.any()])))
+                    continue
                 rejected, _ = judge_masks(reg.fmt, reg.centre, reg.fixed, reg.stat, reg.taint, y, modes)
                 flags = torch.stack([r.any() for r in rejected] + [reg.taint.any()])
-                outs.append((reg.centre, reg.fixed, reg.stat, reg.taint, rejected, flags))
+                outs.append(("region", (reg.centre, reg.fixed, reg.stat, reg.taint, rejected), flags))
             # the sites' statistics are not returned (so not computed): the certificate is
             # filled in from an eager run when it is read
             whats = tuple((s.what, s.kind) for s in ctx.sites)
             names = tuple(names)
-            fmts = tuple(reg.fmt.name for reg in regions)
+            fmts = tuple(r.fmt.name for r in refs)
             return outs, whats, names, fmts, policy
 
         # a code object of its own, so that each signature has its own compile cache
@@ -214,6 +225,7 @@ class Plan:
         when this call must be judged eagerly."""
         from .certificates import Certificate
         from .check import NONFINITE_POLICY_TEXT, Judged
+        from .verdict import OutputJudgement
         tensors = []
         for x in list(inputs) + list(outputs):
             tensors += _struct(x)[1]
@@ -236,15 +248,36 @@ class Plan:
             if self.nonfinite == "error":
                 return None               # the eager path raises the usual message
             policy = NONFINITE_POLICY_TEXT
+        eager = self._eager(list(inputs), list(outputs))
         judged = []
-        for name, fmt, raw, (centre, fixed, stat, taint, rejected, flags) in zip(names, fmts, outputs, outs):
+        for j, (name, fmt, raw, (kind, t, flags)) in enumerate(zip(names, fmts, outputs, outs)):
             fmt = F.by_name(fmt)
-            judged.append(Judged(name, fmt, _decoder(raw, fmt, centre.device), centre, fixed, stat, taint,
-                                 self.modes, tuple(rejected), None, flags=flags))
-        return judged, Certificate(inputs=policy, compute=self._eager_sites(list(inputs), list(outputs))), policy
+            kernel = _decoder(raw, fmt, t[0].device)
+            if kind == "region":
+                centre, fixed, stat, taint, rejected = t
+                judged.append(Judged(name, fmt, kernel, centre, fixed, stat, taint, self.modes, tuple(rejected),
+                                     None, flags=flags))
+            else:
+                centre, lo, hi, qlo, qhi, rejected, unc = t
+                judged.append(OutputJudgement(
+                    name, fmt, kernel, centre, lo, hi, qlo, qhi, rejected, unc,
+                    (lambda k, u: lambda: ~torch.isfinite(k()) & ~u)(kernel, unc), rejected,
+                    detail=(lambda j: lambda i: eager()[1][j].detail(i))(j)))
+        return judged, Certificate(inputs=policy, compute=lambda: eager()[0]), policy
 
-    def _eager_sites(self, inputs, outputs):
-        def compute():
-            from .check import evaluate
-            return evaluate(self.program, inputs, outputs, self.params, self.prof, self.p, self.nonfinite)[1].sites
-        return compute
+    def _eager(self, inputs, outputs):
+        """What the compiled graph leaves out, from one eager run when first asked for:
+        (the certificate's site records, the quantizer outputs' judgements with their
+        explanation details)."""
+        done = []
+
+        def get():
+            if not done:
+                from .check import evaluate
+                from .oracles import quantizer as QZ
+                refs, ctx, _, decoded, names, regions = evaluate(self.program, inputs, outputs, self.params,
+                                                                 self.prof, self.p, self.nonfinite)
+                quant = QZ.judge(refs, decoded, names) if self.has_quantizer else {}
+                done.append((ctx.sites, quant))
+            return done[0]
+        return get

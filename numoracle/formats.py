@@ -221,9 +221,10 @@ def _exp2i(n: torch.Tensor) -> torch.Tensor:
 def _grid_exp(a: torch.Tensor, fmt: Format) -> torch.Tensor:
     """Exponent of the spacing of fmt's grid at |a| (finite a): subnormals share
     the grid of the lowest binade, and zero lies on it too."""
-    _, e = torch.frexp(a)
-    binade = torch.where(a == 0, fmt.emin, (e.to(torch.int64) - 1).clamp(min=fmt.emin))
-    return binade - (fmt.precision - 1)
+    # floor(log2 a) from the float64 exponent bits (-1023 for zero and float64 subnormals, which
+    # lie below every format's emin); int64 throughout, which compiled code vectorises
+    e = ((a.view(torch.int64) >> 52) & 0x7FF) - 1023
+    return e.clamp(min=fmt.emin) - (fmt.precision - 1)
 
 
 def _round_half_away(s: torch.Tensor) -> torch.Tensor:
@@ -616,10 +617,11 @@ def from_bits(bits, fmt) -> torch.Tensor:
     if bits.dtype.is_floating_point or bits.dtype == torch.bool or bits.dtype.is_complex:
         raise InvalidArgument(f"from_bits expects an integer tensor of bit patterns, got "
                               f"{bits.dtype}; for values use decode() or round().")
+    fits = bits.dtype == torch.uint8 and fmt.bits == 8     # every uint8 is an 8-bit pattern: no check
     b = bits.to(torch.int64)
     if fmt is fp64:
         return b.view(torch.float64).clone()
-    if bool(((b < 0) | (b >= 1 << fmt.bits)).any()):
+    if not fits and bool(((b < 0) | (b >= 1 << fmt.bits)).any()):
         bad = b[(b < 0) | (b >= 1 << fmt.bits)][0].item()
         raise InvalidArgument(f"from_bits: pattern {bad} does not fit {fmt}'s {fmt.bits} "
                               f"bits; expected 0 <= bits < {1 << fmt.bits}.")

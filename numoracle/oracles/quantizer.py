@@ -39,30 +39,49 @@ def _group_text(shape, group: int, flat_group: int) -> str:
     return f"group ({where}columns {g * group}..{(g + 1) * group - 1})"
 
 
-def judge(refs, decoded, names) -> dict:
-    """OutputJudgements for every quantizer output among ``refs`` (index ->
-    judgement).  ``decoded``: the kernel outputs' exact float64 values."""
-    out = {}
+def _quantizers(refs) -> list:
+    """[(quantizer, index of its scales output, index of its codes output or None)]."""
     sites = {}
     for j, r in enumerate(refs):
         if is_quant_output(r):
             sites.setdefault(id(r.quantizer), {})[r.kind] = j
+    out = []
     for idx in sites.values():
         q = refs[next(iter(idx.values()))].quantizer
         if "scales" not in idx:
             raise InvalidArgument(
                 f"a reference program returns a quantizer's codes without its scales; the codes can only "
                 f"be judged conditioned on the kernel's stored scales: return both (q.codes, q.scales).")
-        js = idx["scales"]
+        out.append((q, idx["scales"], idx.get("codes")))
+    return out
+
+
+def judge(refs, decoded, names) -> dict:
+    """OutputJudgements for every quantizer output among ``refs`` (index ->
+    judgement).  ``decoded``: the kernel outputs' exact float64 values."""
+    out = {}
+    for q, js, jc in _quantizers(refs):
         S = decoded[js]
         out[js] = _judge_scales(names[js], q, S)
-        if "codes" in idx:
-            jc = idx["codes"]
+        if jc is not None:
             out[jc] = _judge_codes(names[jc], q, decoded[jc], S)
     return out
 
 
-def _judge_scales(name, q: Q.Quantizer, S: torch.Tensor) -> OutputJudgement:
+def judge_tensors(refs, decoded) -> dict:
+    """``judge`` as tensors only (index -> (centre, lo, hi, qlo, qhi, rejected,
+    uncertified)), for the compiled verdict, which takes the explanation's details
+    from an eager run when they are asked for."""
+    out = {}
+    for q, js, jc in _quantizers(refs):
+        S = decoded[js]
+        out[js] = _scale_tensors(q, S)[:7]
+        if jc is not None:
+            out[jc] = _code_tensors(q, decoded[jc], S)[:7]
+    return out
+
+
+def _scale_tensors(q: Q.Quantizer, S: torch.Tensor):
     lo, hi, pow2 = q.scales()
     ideal = q.ideal_scales()
     ok = (S >= lo) & (S <= hi) & torch.isfinite(S)
@@ -71,6 +90,11 @@ def _judge_scales(name, q: Q.Quantizer, S: torch.Tensor) -> OutputJudgement:
     unc = torch.zeros_like(ok) if q.x.taint is None else \
         Q.groups_of(q.x.taint.expand(q.x.c.shape), q.group).any(-1)
     rejected = ~ok & ~unc
+    return ideal, lo, hi, lo, hi, rejected, unc, pow2
+
+
+def _judge_scales(name, q: Q.Quantizer, S: torch.Tensor) -> OutputJudgement:
+    ideal, lo, hi, _, _, rejected, unc, pow2 = _scale_tensors(q, S)
     special = ~torch.isfinite(S) & ~unc
     j = OutputJudgement(name, F.fp32, S, ideal, lo, hi, lo, hi, rejected, unc, special, rejected)
     amax_lo, amax_hi = q.amax_enclosure()
@@ -97,7 +121,7 @@ def _judge_scales(name, q: Q.Quantizer, S: torch.Tensor) -> OutputJudgement:
     return j
 
 
-def _judge_codes(name, q: Q.Quantizer, y: torch.Tensor, S: torch.Tensor) -> OutputJudgement:
+def _code_tensors(q: Q.Quantizer, y: torch.Tensor, S: torch.Tensor):
     prof = q.x.ctx.profile
     s_el = Q.per_element(S, q.group)
     valid = torch.isfinite(s_el) & (s_el > 0)
@@ -111,6 +135,11 @@ def _judge_codes(name, q: Q.Quantizer, y: torch.Tensor, S: torch.Tensor) -> Outp
     if q.x.taint is not None:
         unc = unc | q.x.taint.expand(y.shape)
     rejected = ~ok & ~unc
+    return centre, t_lo, t_hi, q_lo, q_hi, rejected, unc, s_el, valid
+
+
+def _judge_codes(name, q: Q.Quantizer, y: torch.Tensor, S: torch.Tensor) -> OutputJudgement:
+    centre, t_lo, t_hi, q_lo, q_hi, rejected, unc, s_el, valid = _code_tensors(q, y, S)
     special = ~torch.isfinite(y) & ~unc
     j = OutputJudgement(name, q.fmt, y, centre, t_lo, t_hi, q_lo, q_hi, rejected, unc, special, rejected)
 
