@@ -84,30 +84,12 @@ def setup(op_name: str, n: int, device: str):
         outs = op.kernels["correct"](*[t.clone() for t in inputs], **params)
         torch.cuda.synchronize()
     elif op_name == "per_token_group_quant_fp8":
-        outs = _quant_outputs(inputs[0], params)
+        from numoracle.operators.ops_vllm import torch_group_quant
+        outs = torch_group_quant(inputs[0], **params)
     else:
         from numoracle.emulator import Plan, emulate
         outs = emulate(op.reference, inputs, params, Plan(seed=1))
     return op, inputs, params, outs
-
-
-def _quant_outputs(x, params):
-    """vLLM's group quantizer in torch: fp32 scale amax/448, codes RN to e4m3 (torch's cast)."""
-    g = params.get("group_size", 128)
-    xf = x.float().reshape(x.shape[0], -1, g)
-    amax = xf.abs().amax(-1, keepdim=True)
-    if params.get("ue8m0"):                       # 2^ceil(log2(max(amax / fmax, eps)))
-        s = torch.exp2(torch.ceil(torch.log2((amax / 448.0).clamp(min=1e-10))))
-    else:                                         # max(amax, eps) / fmax
-        s = amax.clamp(min=1e-10) / 448.0
-    q = (xf / s).clamp(-448, 448).to(torch.float8_e4m3fn).reshape(x.shape)
-    s = s.squeeze(-1)
-    if params.get("column_major_scales"):
-        s = s.t().contiguous().t()
-    return q, s
-
-
-COPY_BANDWIDTH = 4.3e12     # bytes/s, the H200's measured copy bandwidth (FACTS.md)
 
 
 def traffic_bytes(inputs, outs) -> int:

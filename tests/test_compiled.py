@@ -10,6 +10,7 @@ from numoracle import formats as F
 from numoracle.check import check, check_modes
 from numoracle.emulator import Plan, emulate
 from numoracle.errors import InvalidArgument
+from numoracle.operators.ops_vllm import torch_group_quant
 
 
 @pytest.fixture
@@ -154,29 +155,13 @@ def test_an_uncertified_compiled_verdict_names_the_failing_site(policy):
     _assert_same(ve, vc)
 
 
-def _torch_group_quant(x, params):
-    """vLLM's per-token-group fp8 quantizer in torch (the rule of the reference program)."""
-    g = params.get("group_size", 128)
-    xf = x.float().reshape(x.shape[0], -1, g)
-    amax = xf.abs().amax(-1, keepdim=True)
-    if params.get("ue8m0"):
-        s = torch.exp2(torch.ceil(torch.log2((amax / 448.0).clamp(min=1e-10))))
-    else:
-        s = amax.clamp(min=1e-10) / 448.0
-    q = (xf / s).clamp(-448, 448).to(torch.float8_e4m3fn).reshape(x.shape)
-    s = s.squeeze(-1)
-    if params.get("column_major_scales"):
-        s = s.t().contiguous().t()
-    return q, s
-
-
 @pytest.mark.parametrize("scale_factor", [1.0, 1.01])
 def test_compiled_quantizer_verdicts_equal_eager_ones(policy, scale_factor):
     """On the CPU the group quantizer's two-step judgement runs compiled too (its explanation
     details come from an eager run)."""
     op = operators.get("per_token_group_quant_fp8")
     inputs, params = op.example(5, dtype=torch.bfloat16, family="calibration", rows=4, cols=512)
-    q, s = _torch_group_quant(inputs[0], params)
+    q, s = torch_group_quant(inputs[0], **params)
     outs = (q, s * scale_factor)
     policy("never")
     ve = check_modes(op.reference, outs, inputs, params)

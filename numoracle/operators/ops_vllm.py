@@ -137,6 +137,23 @@ def quantize_blocks(v: torch.Tensor, group_rows: int, group_k: int, fmax: float 
     return codes.reshape(Rp, K)[:R].contiguous(), scale.contiguous()
 
 
+def torch_group_quant(x: torch.Tensor, *, group_size=128, ue8m0=False, column_major_scales=False, fmax=448.0):
+    """vLLM's per-token-group fp8 quantizer written in torch (the rule of its reference program:
+    scale max(amax, eps)/fmax in fp32, or 2^ceil(log2(max(amax/fmax, eps))) under UE8M0; codes
+    RN-even, saturating): a stand-in kernel where no GPU runs the Triton one."""
+    xf = x.float().reshape(x.shape[0], -1, group_size)
+    amax = xf.abs().amax(-1, keepdim=True)
+    if ue8m0:
+        s = torch.exp2(torch.ceil(torch.log2((amax / fmax).clamp(min=1e-10))))
+    else:
+        s = amax.clamp(min=1e-10) / fmax
+    q = (xf / s).clamp(-fmax, fmax).to(torch.float8_e4m3fn).reshape(x.shape)
+    s = s.squeeze(-1)
+    if column_major_scales:
+        s = s.t().contiguous().t()
+    return q, s
+
+
 _OUT = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 
 
