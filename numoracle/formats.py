@@ -221,10 +221,16 @@ def _exp2i(n: torch.Tensor) -> torch.Tensor:
 def _grid_exp(a: torch.Tensor, fmt: Format) -> torch.Tensor:
     """Exponent of the spacing of fmt's grid at |a| (finite a): subnormals share
     the grid of the lowest binade, and zero lies on it too."""
-    # floor(log2 a) from the float64 exponent bits (-1023 for zero and float64 subnormals, which
-    # lie below every format's emin); int64 throughout, which compiled code vectorises
-    e = ((a.view(torch.int64) >> 52) & 0x7FF) - 1023
-    return e.clamp(min=fmt.emin) - (fmt.precision - 1)
+    if a.device.type == "cpu":
+        # floor(log2 a) from the float64 exponent bits (-1023 for zero and float64 subnormals,
+        # which lie below every format's emin): int64 throughout, which Inductor's C++ vectorises
+        # (it fails to compile frexp's int32 exponent widened to int64)
+        e = ((a.view(torch.int64) >> 52) & 0x7FF) - 1023
+        return e.clamp(min=fmt.emin) - (fmt.precision - 1)
+    # elsewhere the form checked on the H200, eager and compiled (scripts/cuda_rounding_check.py)
+    _, e = torch.frexp(a)
+    binade = torch.where(a == 0, fmt.emin, (e.to(torch.int64) - 1).clamp(min=fmt.emin))
+    return binade - (fmt.precision - 1)
 
 
 def _round_half_away(s: torch.Tensor) -> torch.Tensor:
