@@ -66,15 +66,8 @@ def load_source(modname: str, source: str, tag: str = "") -> types.ModuleType:
 
 
 def _wrapper(module, fn_name: str, pick):
-    f = getattr(module, fn_name)
-    if not pick:
-        return f
-    idx = [int(i) for i in pick[0].split(",")]
-
-    def kernel(*args, **params):
-        out = f(*args, **params)
-        return tuple(out[i] for i in idx) if len(idx) > 1 else out[idx[0]]
-    return kernel
+    from ..operators import pick_outputs
+    return pick_outputs(getattr(module, fn_name), pick[0] if pick else None)
 
 
 def parse_spec(spec: str):

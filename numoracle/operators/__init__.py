@@ -79,15 +79,20 @@ class Operator:
 
 def _load(spec: str):
     mod, fn, *pick = spec.split(":")
-    f = getattr(importlib.import_module(mod), fn)
+    return pick_outputs(getattr(importlib.import_module(mod), fn), pick[0] if pick else None)
+
+
+def pick_outputs(f, pick: str | None):
+    """f, or f keeping only the outputs named by ``pick`` ("0" or "0,2": a spec's
+    third field), for a kernel that returns more than its operator judges."""
     if not pick:
         return f
-    idx = [int(i) for i in pick[0].split(",")]
+    idx = [int(i) for i in pick.split(",")]
 
     def kernel(*args, **params):
         out = f(*args, **params)
         return tuple(out[i] for i in idx) if len(idx) > 1 else out[idx[0]]
-    kernel.__name__ = fn
+    kernel.__name__ = f.__name__
     return kernel
 
 

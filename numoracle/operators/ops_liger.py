@@ -153,7 +153,8 @@ def _ex_rope(seed, dtype, family, rows, cols):
     return (q, k, cos, sin), {}
 
 
-def _labels(seed, rows, cols):
+def example_labels(seed, rows, cols):
+    """Class labels for a [rows, cols] logits example, one ignored row in every multi-row case."""
     g = torch.Generator().manual_seed(seed + 11)
     labels = torch.randint(0, cols, (rows,), generator=g)
     if rows > 1:                       # one ignored row in every multi-row case
@@ -177,7 +178,7 @@ JSD_BETAS = (0.5, 0.0, 1.0, 0.1)
 def _ex_jsd(seed, dtype, family, rows, cols):
     x = _log_probs((rows, cols), family, seed, dtype)
     y = _log_probs((rows, cols), family, seed + 7, dtype)
-    return (x, y, _labels(seed, rows, cols)), {"beta": JSD_BETAS[seed % len(JSD_BETAS)]}
+    return (x, y, example_labels(seed, rows, cols)), {"beta": JSD_BETAS[seed % len(JSD_BETAS)]}
 
 
 def _ex_flce(seed, dtype, family, rows, cols):
@@ -189,7 +190,7 @@ def _ex_flce(seed, dtype, family, rows, cols):
     x = fill((bt, h), family, seed, dtype=dtype)
     w = (fill((v, h), "normal", seed + 1, dtype=torch.float32) / math.sqrt(h)).to(dtype)
     params = {"reduction": ("mean", "sum")[seed % 2], "accum_fp32": (False, True)[(seed // 4) % 2]}
-    return (x, w, _labels(seed, bt, v)), params
+    return (x, w, example_labels(seed, bt, v)), params
 
 
 # ---------------------------------------------------------------------------------- registration

@@ -14,10 +14,10 @@ import torch
 import numoracle as no
 from numoracle.formats import fp32
 from numoracle.operators import REGISTRY, Domain, Operator, _register
+from numoracle.operators.ops_liger import IGNORE_INDEX, example_labels
 from numoracle.strategies.families import fill
 
 _K = "numoracle.operators.kernels."
-IGNORE_INDEX = -100
 INV_SQRT_2 = 0.7071067811865476
 SQRT_2_OVER_PI = 0.7978845608028654
 INV_SQRT_2PI = 0.3989422804014327
@@ -185,19 +185,11 @@ CE_TRANSFORMS = ((0.0, 0.0), (0.0, 30.0), (0.5, 0.0), (0.5, 30.0))
 CE_CHUNKS = (65536, 32)
 
 
-def _labels(seed, rows, cols):
-    g = torch.Generator().manual_seed(seed + 11)
-    labels = torch.randint(0, cols, (rows,), generator=g)
-    if rows > 1:                       # one ignored row in every multi-row case
-        labels[int(torch.randint(0, rows, (1,), generator=g))] = IGNORE_INDEX
-    return labels
-
-
 def _ex_ce(seed, dtype, family, rows, cols):
     logits = fill((rows, cols), family, seed, dtype=dtype)
     scale, cap = _pick(CE_TRANSFORMS, seed)
     chunk = _pick(CE_CHUNKS, seed, salt=len(CE_TRANSFORMS) - 1)
-    return (logits, _labels(seed, rows, cols)), {"logit_scale": scale, "softcap": cap,
+    return (logits, example_labels(seed, rows, cols)), {"logit_scale": scale, "softcap": cap,
                                                  "chunk_size": chunk}
 
 
