@@ -4,9 +4,12 @@
 against the grid path, on every value of the 16-bit formats, every midpoint,
 and the float64 and float32 neighbours of both (the inputs of
 tests/test_formats.py): the cast path (``formats._rne_fast``), ``round()``
-as the calculus calls it on that device, and ``representable``.  Exit status
-1 on any difference in what the calculus uses (on a GPU, compiled casts are
-reported but not used: ``round()`` takes the grid path there).
+as the calculus calls it on that device, ``representable`` and
+``nearest_cell``.  Exit status 1 on any difference in what the calculus uses
+on that device (on a GPU compiled casts are reported, not counted: round()
+and representable() do not use casts there).  Compiled for the H200 a
+float64 -> float32 -> float64 round trip gives other values than eager ones
+(docs/results/2026-11-29-h200-rounding-check-cells.txt).
 
     PYTHONPATH=$PWD python scripts/cuda_rounding_check.py
 """
@@ -45,7 +48,36 @@ def main() -> int:
                 bad += int(diff.sum())
             print(f"{dev} {fmt} {name}: {x.numel()} inputs, {int(diff.sum())} differ"
                   + (f" (first {x[diff][:3].tolist()})" if diff.any() else ""))
+    bad += _cells(dev)
     return 1 if bad else 0
+
+
+def _cells(dev: str) -> int:
+    """``nearest_cell`` compiled on the device against ``rounding_cell`` (the grid path, on
+    the CPU) on every finite and infinite bf16/fp16 value and on float32 values across the
+    range, subnormals and the overflow end included."""
+    bad = 0
+    g = torch.Generator().manual_seed(3)
+    spread = 2.0 ** torch.randint(-150, 128, (200_000,), generator=g).to(torch.float64)
+    ends = torch.tensor([0.0, F.fp32.min_subnormal, F.fp32.min_normal, F.fp32.max_finite, float("inf")],
+                        dtype=torch.float64)
+    f32 = torch.cat([torch.randn(200_000, generator=g, dtype=torch.float64) * spread, ends])
+    for fmt in (F.bf16, F.fp16, F.fp32):
+        if fmt is F.fp32:
+            y = f32.to(torch.float32).to(torch.float64)
+        else:
+            y = torch.arange(1 << 16, dtype=torch.int32).to(torch.int16).view(fmt.torch_dtype).to(torch.float64)
+        y = torch.cat([y, -y])
+        y = y[~y.isnan()]
+        lo, hi, lc, hc = F.rounding_cell(y, fmt)
+        comp = torch.compile(lambda t: F.nearest_cell(t, fmt), dynamic=False,
+                             options={"emulate_precision_casts": True})
+        down, up, closed = (v.cpu() for v in comp(y.to(dev)))
+        diff = (down != lo) | (up != hi) | (closed != lc) | (closed != hc)
+        bad += int(diff.sum())
+        print(f"{dev} {fmt} nearest_cell compiled: {y.numel()} values, {int(diff.sum())} differ"
+              + (f" (first {y[diff][:3].tolist()})" if diff.any() else ""))
+    return bad
 
 
 if __name__ == "__main__":

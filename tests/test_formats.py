@@ -651,3 +651,76 @@ def test_round_scalar_matches_round(fmt):
     got = [F.round_scalar(v, fmt) for v in x.tolist()]
     assert all((a == b and math.copysign(1, a) == math.copysign(1, b)) or (a != a and b != b)
                for a, b in zip(got, want))
+
+
+# --------------------------------------------------------------------------- fast nearest cells
+
+def _all_16bit(fmt):
+    v = torch.arange(0, 1 << 16, dtype=torch.int32).to(torch.int16).view(fmt.torch_dtype).double()
+    return v[~v.isnan()]
+
+
+def _fp32_sample():
+    g = torch.Generator().manual_seed(11)
+    spread = 2.0 ** torch.randint(-150, 128, (50_000,), generator=g).to(torch.float64)
+    v = (torch.randn(50_000, generator=g, dtype=torch.float64) * spread).to(torch.float32).double()
+    ends = torch.tensor([0.0, F.fp32.min_subnormal, 2 * F.fp32.min_subnormal, F.fp32.min_normal,
+                         2 * F.fp32.min_normal, 1.0, F.fp32.max_finite, math.inf], dtype=torch.float64)
+    return torch.cat([v, ends, -ends])
+
+
+@pytest.mark.parametrize("fmt", [F.bf16, F.fp16, F.fp32], ids=str)
+def test_nearest_cell_is_the_rounding_cell(fmt):
+    """Every bf16/fp16 value (both zeros, subnormals, both infinities) and float32 values across
+    the range: the cells of the fast path equal those of the grid path."""
+    y = _fp32_sample() if fmt is F.fp32 else _all_16bit(fmt)
+    down, up, closed = F.nearest_cell(y, fmt)
+    lo, hi, lc, hc = F.rounding_cell(y, fmt)
+    assert torch.equal(down, lo) and torch.equal(up, hi)
+    assert torch.equal(closed, lc) and torch.equal(closed, hc)
+
+
+@pytest.mark.parametrize("fmt", [F.bf16, F.fp16], ids=str)
+def test_meets_cell_is_the_rounding_interval_check(fmt):
+    """[lo, hi] meets y's cell iff RN(lo) <= y <= RN(hi): checked with lo and hi at every cell
+    end and at their float64 neighbours, for every value y."""
+    y = _all_16bit(fmt)
+    cell = F.nearest_cell(y, fmt)
+    inf = torch.full_like(y, math.inf)
+    ends = []
+    for e in cell[:2]:
+        ends += [e, torch.nextafter(e, inf), torch.nextafter(e, -inf)]
+    for x in ends + [y]:
+        ok = ~x.isnan()
+        r = _general_rne(x, fmt)
+        # one-sided intervals: [x, +inf) and (-inf, x]
+        assert torch.equal(F.meets_cell(x, inf, cell)[ok], (r <= y)[ok])
+        assert torch.equal(F.meets_cell(-inf, x, cell)[ok], (r >= y)[ok])
+    # and a two-sided one: between the inner neighbours of y's cell ends
+    lo, hi = torch.nextafter(cell[0], inf), torch.nextafter(cell[1], -inf)
+    got = F.meets_cell(lo, hi, cell)
+    want = (_general_rne(lo, fmt) <= y) & (y <= _general_rne(hi, fmt))
+    ok = ~lo.isnan() & ~hi.isnan()
+    assert torch.equal(got[ok], want[ok])
+
+
+def test_nearest_cell_refuses_other_formats():
+    with pytest.raises(InvalidArgument, match="rounding_cell"):
+        F.nearest_cell(torch.zeros(2, dtype=torch.float64), F.e4m3fn)
+
+
+@pytest.mark.parametrize("fmt", [F.bf16, F.fp16, F.fp32], ids=str)
+def test_representable_by_spacing(fmt):
+    """The representability test used off the CPU (no casts: see formats.representable), on every
+    value, midpoint and neighbour of a 16-bit format, and specials."""
+    x = _double_rounding_hazards(F.bf16 if fmt is F.fp32 else fmt)
+    x = torch.cat([x, torch.tensor([math.inf, -math.inf, math.nan, 0.0, -0.0, 1e300, -1e-300, 1e-320,
+                                    fmt.max_finite, fmt.min_subnormal, fmt.min_subnormal / 2],
+                                   dtype=torch.float64)])
+    assert torch.equal(F._representable_by_spacing(x, fmt), _general_rne(x, fmt) == x)
+
+
+def test_exp2i_reaches_both_ends_of_float64():
+    """2**n from bits, with floor(n/2) by an arithmetic shift (negative n included)."""
+    n = torch.arange(-1074, 1024, dtype=torch.int64)
+    assert torch.equal(F._exp2i(n), torch.tensor([math.ldexp(1.0, int(k)) for k in n], dtype=torch.float64))

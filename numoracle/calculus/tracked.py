@@ -323,7 +323,12 @@ class Tracked:
         if not self.ctx.any(ok):
             return self
         rlo = F.round(lo, fmt)
-        decided = ok & (rlo == F.round(hi, fmt))
+        if fmt.name in F.NEAREST_CELL_FORMATS and F.cells_preferred(lo):
+            # RN(hi) = RN(lo) iff hi lies in RN(lo)'s cell (hi >= lo): one rounding, not two
+            down, up, closed = F.nearest_cell(rlo, fmt)
+            decided = ok & ((hi < up) | ((hi == up) & closed))
+        else:
+            decided = ok & (rlo == F.round(hi, fmt))
         if not self.ctx.any(decided):
             return self
         # rounding is monotone and lo <= c <= hi: where RN(lo) = RN(hi), RN(c) is that value too
@@ -597,8 +602,12 @@ def ulp_bound_fp32(mag: Tensor) -> Tensor:
     """An upper bound on the fp32 ulp of every value of magnitude <= mag: the
     ulp of the binade of mag rounded to fp32 (never smaller than the exact one)."""
     t = mag.to(torch.float32).abs()
-    e = (t.view(torch.int32) >> 23) & 0xFF
-    return torch.exp2((torch.clamp(e, min=1) - 150).to(torch.float64))
+    # 2**(max(e, 1) - 150) for the float32 exponent field e, without exp2: the binade's
+    # leading power (t with its significand cleared) times 2**-23; 2**-149 below the normals,
+    # 2**105 for inf (the exponent field 255)
+    e = t.view(torch.int32) & 0x7F800000
+    lead = e.view(torch.float32).to(torch.float64) * 2.0 ** -23
+    return torch.where(e == 0, 2.0 ** -149, torch.where(e == 0x7F800000, 2.0 ** 105, lead))
 
 
 def _ulps_text(model) -> str:

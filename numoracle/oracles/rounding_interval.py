@@ -31,3 +31,24 @@ def bounds(lo: torch.Tensor, hi: torch.Tensor, fmt: F.Format, mode: str = "rne")
 def accepted(y: torch.Tensor, qlo: torch.Tensor, qhi: torch.Tensor) -> torch.Tensor:
     """Elementwise acceptance of stored values y (float64, exact)."""
     return (y >= qlo) & (y <= qhi)
+
+
+def cell(y: torch.Tensor, fmt: F.Format):
+    """The rounding cell of each stored value y (``formats.nearest_cell``), for
+    the formats whose store is round-to-nearest-even with IEEE overflow, where
+    cells are the cheaper test (``formats.cells_preferred``); None otherwise
+    (the check rounds the interval's ends)."""
+    if fmt.name in F.NEAREST_CELL_FORMATS and store_overflow(fmt) == "inf" and F.cells_preferred(y):
+        return F.nearest_cell(y, fmt)
+    return None
+
+
+def accepted_interval(lo: torch.Tensor, hi: torch.Tensor, y: torch.Tensor, fmt: F.Format, cell_=None):
+    """``accepted(y, *bounds(lo, hi, fmt))``: whether y is the rounding of some
+    value of [lo, hi].  Where y's cell is known (``cell``) that is whether
+    [lo, hi] meets it, which needs no rounding of lo and hi."""
+    if cell_ is None:
+        cell_ = cell(y, fmt)
+    if cell_ is None:
+        return accepted(y, *bounds(lo, hi, fmt))
+    return F.meets_cell(lo, hi, cell_)
