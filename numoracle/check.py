@@ -212,52 +212,68 @@ def judge_masks(fmt, centre, fixed, stat, taint, y, modes):
     (rejected per mode, special), elements without a certificate excluded.
     Pure tensor code: the compiled path runs it inside its graph."""
     keep = ~taint
+    cell = RI.cell(y, fmt)            # y's rounding cell, shared by the modes
     rejected = []
     for m in modes:
         r = fixed if m == "fixed" else stat
-        qlo, qhi = RI.bounds(centre - r, centre + r, fmt)
-        rejected.append(~RI.accepted(y, qlo, qhi) & keep)
+        rejected.append(~RI.accepted_interval(centre - r, centre + r, y, fmt, cell) & keep)
     return tuple(rejected), ~torch.isfinite(y) & keep
 
 
 @dataclasses.dataclass
 class Judged:
     """An output's judgement in every mode at once, before it is split into
-    one ``OutputJudgement`` per mode."""
+    one ``OutputJudgement`` per mode.  The kernel output, the taint mask and
+    the rejected masks are tensors, or functions that compute them when first
+    asked for (the compiled path returns only the regions and the flags: a
+    verdict asked for its status alone never writes a mask)."""
     name: str
     fmt: F.Format
     y: object                  # the decoded kernel output, or a function that decodes it
     centre: torch.Tensor
     fixed: torch.Tensor
     stat: torch.Tensor
-    taint: torch.Tensor
+    taint: object              # bool tensor, or a function that computes it
     modes: tuple
-    rejected: tuple            # per mode
+    rejected: tuple            # per mode: bool tensor, or a function that computes it
     special: object            # a bool tensor, or None: computed from the kernel output when asked for
-    flags: object = None       # None, or a bool tensor [any rejected per mode..., any taint]
+    flags: list | None = None  # None, or [any rejected per mode..., any taint]
 
     def kernel(self) -> torch.Tensor:
         if callable(self.y):
             self.y = self.y()
         return self.y
 
+    def taint_mask(self) -> torch.Tensor:
+        if callable(self.taint):
+            self.taint = self.taint()
+        return self.taint
+
+    def rejected_mask(self, k: int) -> torch.Tensor:
+        r = self.rejected[k]
+        if callable(r):
+            r = r()
+            self.rejected = self.rejected[:k] + (r,) + self.rejected[k + 1:]
+        return r
+
     def special_mask(self) -> torch.Tensor:
         if self.special is None:
-            self.special = ~torch.isfinite(self.kernel()) & ~self.taint
+            self.special = ~torch.isfinite(self.kernel()) & ~self.taint_mask()
         return self.special
 
-    def any_flags(self):
+    def any_flags(self) -> list:
         if self.flags is None:
             return [bool(r.any()) for r in self.rejected] + [bool(self.taint.any())]
-        return [bool(v) for v in self.flags.tolist()]
+        return list(self.flags)
 
     def fixed_rejected(self):
         """Rejected in the fixed-input mode.  The statistical interval lies inside the fixed
         one (its radius is the smaller), so these are a subset of the statistical rejects:
         a verdict computes them only when it needs them (to confirm a reject)."""
         if "fixed" in self.modes:
-            return self.rejected[self.modes.index("fixed")]
-        return judge_masks(self.fmt, self.centre, self.fixed, self.stat, self.taint, self.kernel(), ("fixed",))[0][0]
+            return self.rejected_mask(self.modes.index("fixed"))
+        return judge_masks(self.fmt, self.centre, self.fixed, self.stat, self.taint_mask(), self.kernel(),
+                           ("fixed",))[0][0]
 
     def for_mode(self, k: int, mode: str) -> OutputJudgement:
         centre, r, fmt = self.centre, (self.fixed if mode == "fixed" else self.stat), self.fmt
@@ -265,8 +281,9 @@ class Judged:
         def bounds():
             lo, hi = centre - r, centre + r
             return (lo, hi) + tuple(RI.bounds(lo, hi, fmt))
-        return OutputJudgement(self.name, fmt, self.kernel, centre, None, None, None, None, self.rejected[k],
-                               self.taint, self.special_mask, self.fixed_rejected, bounds=bounds)
+        return OutputJudgement(self.name, fmt, self.kernel, centre, None, None, None, None,
+                               lambda: self.rejected_mask(k), self.taint_mask, self.special_mask,
+                               self.fixed_rejected, bounds=bounds)
 
 
 def _verdicts(program, modes, p, confirm, assumptions, outs, cert, explainer) -> dict:

@@ -46,6 +46,10 @@ _ALIASES = {"1": "always", "true": "always", "yes": "always", "on": "always",
 AUTO_MIN_ELEMENTS = 1 << 20
 AUTO_EAGER_CALLS = 2
 
+# device types where compiled quantizer judgements were checked equal to eager ones
+# (scripts/compiled_parity.py --quantizer-devices); elsewhere they are judged eagerly
+QUANTIZER_DEVICES = {"cpu", "cuda"}
+
 _lock = threading.Lock()
 _plans: dict = {}
 _serial = [0]
@@ -144,6 +148,22 @@ def _decoder(raw, fmt, device):
     return decode
 
 
+def _judged(name, fmt, kernel, centre, fixed, stat, taint, modes, flags):
+    """A ``check.Judged`` from a compiled graph's region (flags: any rejected per
+    mode, any uncertified): its rejected masks are computed when first asked
+    for, by the same ``judge_masks`` (all False, without a pass, where the
+    flags say so)."""
+    from .check import Judged, judge_masks
+    out = Judged(name, fmt, kernel, centre, fixed, stat, taint, modes, (), None, flags=list(flags))
+
+    def mask(k):
+        if not flags[k]:
+            return lambda: torch.zeros(centre.shape, dtype=torch.bool, device=centre.device)
+        return lambda: judge_masks(fmt, centre, fixed, stat, out.taint_mask(), out.kernel(), (modes[k],))[0][0]
+    out.rejected = tuple(mask(k) for k in range(len(modes)))
+    return out
+
+
 class Plan:
     """One signature: its eager facts (site labels, output names) and, once
     compiled, the compiled function."""
@@ -170,9 +190,8 @@ class Plan:
     def learn(self, sites, has_quantizer: bool) -> None:
         """Record what an eager run of this signature found."""
         self.has_quantizer = has_quantizer
-        if has_quantizer and self.device != "cpu":
-            # compiled quantizer judgements are checked against eager ones on the CPU only
-            self.failed = "quantizer outputs are judged eagerly off the CPU"
+        if has_quantizer and self.device not in QUANTIZER_DEVICES:
+            self.failed = f"quantizer outputs are judged eagerly on {self.device}"
             return
         self.sites = [(s.label, s.kind, s.fmt, s.limit, s.elements) for s in sites]
 
@@ -189,24 +208,31 @@ class Plan:
             refs, ctx, policy, decoded, names, regions = evaluate(
                 program, args[:n_in], args[n_in:], params, prof, p, nonfinite, traced=True)
             quant = QZ.judge_tensors(refs, decoded) if any(reg is None for reg in regions) else {}
-            outs = []
+            outs, flags = [], []
             for j, (reg, y) in enumerate(zip(regions, decoded)):
                 # the decoded kernel output and its non-finite mask are not returned (not written):
                 # the verdict decodes the kernel's own tensor when they are asked for
                 if reg is None:             # a quantizer output: its two-step judgement, in every mode
                     centre, lo, hi, qlo, qhi, rejected, unc = quant[j]
-                    outs.append(("quantizer", (centre, lo, hi, qlo, qhi, rejected, unc),
-                                 torch.stack([rejected.any(), unc.any()])))
+                    outs.append(("quantizer", (centre, lo, hi, qlo, qhi, rejected, unc)))
+                    flags += [rejected.any(), unc.any()]
                     continue
+                # the rejected masks only feed the flags here: a verdict computes them eagerly,
+                # from the regions returned, when they are asked for (not writing them saves
+                # about 7% of a CPU verdict: Inductor's C++ writes bool tensors element by element)
                 rejected, _ = judge_masks(reg.fmt, reg.centre, reg.fixed, reg.stat, reg.taint, y, modes)
-                flags = torch.stack([r.any() for r in rejected] + [reg.taint.any()])
-                outs.append(("region", (reg.centre, reg.fixed, reg.stat, reg.taint, rejected), flags))
+                flags += [r.any() for r in rejected] + [reg.taint.any()]
+                outs.append(("region", (reg.centre, reg.fixed, reg.stat, reg.taint)))
             # the sites' statistics are not returned (so not computed): the certificate is
             # filled in from an eager run when it is read
             whats = tuple((s.what, s.kind) for s in ctx.sites)
             names = tuple(names)
             fmts = tuple(r.fmt.name for r in refs)
-            return outs, whats, names, fmts, policy
+            # every flag in one tensor, so that the verdict waits for the device once: per output
+            # (any rejected per mode, any uncertified), then whether any input was non-finite
+            flags.append(torch.zeros((), dtype=torch.bool, device=refs[0].c.device) if policy is None
+                         else policy)
+            return outs, whats, names, fmts, torch.stack(flags)
 
         # a code object of its own, so that each signature has its own compile cache
         code = numoracle_verdict.__code__
@@ -232,7 +258,7 @@ class Plan:
         try:
             if self.fn is None:
                 self.fn = self._core()
-            outs, whats, names, fmts, bad = self.fn(*tensors)
+            outs, whats, names, fmts, flags = self.fn(*tensors)
             if len(whats) != len(self.sites) or any(
                     kind != s[1] or not s[0].startswith(what) for (what, kind), s in zip(whats, self.sites)):
                 raise RuntimeError(f"the traced program has sites {[w for w, _ in whats]} where the eager "
@@ -243,26 +269,29 @@ class Plan:
                           f"({self.failed[:300]}). Set NUMORACLE_COMPILE=never to skip compiling.",
                           RuntimeWarning, stacklevel=3)
             return None
+        flags = [bool(v) for v in flags.tolist()]
         policy = "finite"
-        if bad is not None and bool(bad):
+        if flags[-1]:
             if self.nonfinite == "error":
                 return None               # the eager path raises the usual message
             policy = NONFINITE_POLICY_TEXT
         eager = self._eager(list(inputs), list(outputs))
         judged = []
-        for j, (name, fmt, raw, (kind, t, flags)) in enumerate(zip(names, fmts, outputs, outs)):
+        at = 0
+        for j, (name, fmt, raw, (kind, t)) in enumerate(zip(names, fmts, outputs, outs)):
             fmt = F.by_name(fmt)
             kernel = _decoder(raw, fmt, t[0].device)
             if kind == "region":
-                centre, fixed, stat, taint, rejected = t
-                judged.append(Judged(name, fmt, kernel, centre, fixed, stat, taint, self.modes, tuple(rejected),
-                                     None, flags=flags))
+                n = len(self.modes) + 1
+                judged.append(_judged(name, fmt, kernel, *t, self.modes, flags[at:at + n]))
             else:
+                n = 2
                 centre, lo, hi, qlo, qhi, rejected, unc = t
                 judged.append(OutputJudgement(
                     name, fmt, kernel, centre, lo, hi, qlo, qhi, rejected, unc,
                     (lambda k, u: lambda: ~torch.isfinite(k()) & ~u)(kernel, unc), rejected,
                     detail=(lambda j: lambda i: eager()[1][j].detail(i))(j)))
+            at += n
         return judged, Certificate(inputs=policy, compute=lambda: eager()[0]), policy
 
     def _eager(self, inputs, outputs):

@@ -25,7 +25,7 @@ def _on_first_use(slot: str):
 class OutputJudgement:
     """One output tensor's judgement (all tensors float64 / bool, output shape).
 
-    ``kernel`` (the stored values, exact), ``special`` (rejected because of NaN/inf
+    ``kernel`` (the stored values, exact), ``rejected``, ``uncertified``, ``special`` (rejected because of NaN/inf
     where a finite value is certain) and ``fixed_rejected`` (rejected in the
     fixed-input mode) are tensors or functions that compute them on first use;
     ``lo, hi`` (the pre-store interval in the verdict's mode) and ``qlo, qhi``
@@ -40,14 +40,16 @@ class OutputJudgement:
         self._kernel = kernel
         self.centre = centre              # reference before the store
         self._bounds = (lo, hi, qlo, qhi) if lo is not None else (lambda: tuple(bounds()))
-        self.rejected = rejected
-        self.uncertified = uncertified
+        self._rejected = rejected
+        self._uncertified = uncertified
         self._special = special
         self._fixed_rejected = fixed_rejected
         # optional: flat index -> extra explanation lines (quantizer outputs name their group, scale, interval)
         self.detail = detail
 
     kernel = _on_first_use("_kernel")
+    rejected = _on_first_use("_rejected")
+    uncertified = _on_first_use("_uncertified")
     special = _on_first_use("_special")
     fixed_rejected = _on_first_use("_fixed_rejected")
     _all_bounds = _on_first_use("_bounds")

@@ -86,8 +86,11 @@ def main(argv=None) -> int:
     ap.add_argument("--cols", type=int, default=512)
     ap.add_argument("--family", default="calibration")
     ap.add_argument("--out", default="")
+    ap.add_argument("--quantizer-devices", default="",
+                    help="device types to add to compiled.QUANTIZER_DEVICES (e.g. cuda), to check them")
     a = ap.parse_args(argv)
     from numoracle import backends, compiled, operators
+    compiled.QUANTIZER_DEVICES.update(d for d in a.quantizer_devices.split(",") if d)
     if a.backend == "gpu":
         backends.select("gpu")
     rows, bad = [], 0
