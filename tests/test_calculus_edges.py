@@ -99,3 +99,22 @@ def test_a_constant_numerator_of_one_uses_the_reciprocal_bound():
     r1 = run_reference(recip_const, (x,), {}, prof)[0][0]
     r2 = run_reference(recip_tensor, (torch.ones(3), x), {}, prof)[0][0]
     assert bool((r1.radius() < r2.radius()).all())
+
+
+def test_ulp_bound_fp32_is_the_binade_spacing():
+    """2**(max(e, 1) - 150) for the float32 exponent field e of |mag| rounded to float32, built
+    from bits (no exp2): every binade's ends, zeros, subnormals, the float32 overflow, inf and NaN."""
+    import math
+
+    from numoracle.calculus.tracked import ulp_bound_fp32
+    fields = torch.arange(0, 256, dtype=torch.int32) << 23
+    lead = fields.view(torch.float32).double()
+    g = torch.Generator().manual_seed(2)
+    x = torch.cat([lead, lead * 1.999, torch.tensor([0.0, -0.0, 1e-320, 1e-45, 3.5e38, 1e300, math.inf, math.nan],
+                                                    dtype=torch.float64),
+                   torch.randn(100_000, generator=g, dtype=torch.float64)
+                   * 2.0 ** torch.randint(-160, 140, (100_000,), generator=g).double()])
+    x = torch.cat([x, -x])
+    e = (x.to(torch.float32).abs().view(torch.int32) >> 23) & 0xFF
+    want = torch.tensor([math.ldexp(1.0, max(int(k), 1) - 150) for k in e], dtype=torch.float64)
+    assert torch.equal(ulp_bound_fp32(x), want)
