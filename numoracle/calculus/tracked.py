@@ -601,13 +601,11 @@ def _library_error(t: Tracked, call: str, x_abs, what: str) -> Tracked:
 def ulp_bound_fp32(mag: Tensor) -> Tensor:
     """An upper bound on the fp32 ulp of every value of magnitude <= mag: the
     ulp of the binade of mag rounded to fp32 (never smaller than the exact one)."""
-    t = mag.to(torch.float32).abs()
-    # 2**(max(e, 1) - 150) for the float32 exponent field e, without exp2: the binade's
-    # leading power (t with its significand cleared) times 2**-23; 2**-149 below the normals,
-    # 2**105 for inf (the exponent field 255)
-    e = t.view(torch.int32) & 0x7F800000
-    lead = e.view(torch.float32).to(torch.float64) * 2.0 ** -23
-    return torch.where(e == 0, 2.0 ** -149, torch.where(e == 0x7F800000, 2.0 ** 105, lead))
+    t = mag.to(torch.float32).abs().to(torch.float64)
+    # fp32's spacing there (formats.ulp: no exp2); 2**105, the spacing the exponent field 255
+    # would have, for the magnitudes that overflow float32 (and NaN)
+    finite = torch.isfinite(t)
+    return torch.where(finite, F.ulp(torch.where(finite, t, 0.0), F.fp32), 2.0 ** 105)
 
 
 def _ulps_text(model) -> str:
