@@ -160,7 +160,7 @@ def check_modes(program, outputs, inputs, params=None, *, modes=MODES, backend="
             outs.append(Judged(names[j], reg.fmt, decoded[j], reg.centre, reg.fixed, reg.stat, reg.taint,
                                modes, rejected, special))
     if plan is not None:
-        plan.learn(ctx.sites, any(reg is None for reg in regions))
+        plan.learn(ctx.sites, names, [r.fmt for r in refs], [reg is None for reg in regions], refs[0].c.device)
     return _verdicts(program, modes, p, confirm, assumptions, outs, Certificate(ctx.sites, inputs=policy),
                      (program, inputs, params, prof, nonfinite))
 
@@ -225,19 +225,33 @@ class Judged:
     """An output's judgement in every mode at once, before it is split into
     one ``OutputJudgement`` per mode.  The kernel output, the taint mask and
     the rejected masks are tensors, or functions that compute them when first
-    asked for (the compiled path returns only the regions and the flags: a
-    verdict asked for its status alone never writes a mask)."""
+    asked for (the compiled path returns only the flags: a verdict asked for
+    its status alone never writes a region or a mask).  The region (centre,
+    fixed, stat, taint) is given, or ``lazy`` computes it when first needed."""
     name: str
     fmt: F.Format
     y: object                  # the decoded kernel output, or a function that decodes it
-    centre: torch.Tensor
-    fixed: torch.Tensor
-    stat: torch.Tensor
+    centre: torch.Tensor | None
+    fixed: torch.Tensor | None
+    stat: torch.Tensor | None
     taint: object              # bool tensor, or a function that computes it
     modes: tuple
     rejected: tuple            # per mode: bool tensor, or a function that computes it
     special: object            # a bool tensor, or None: computed from the kernel output when asked for
     flags: list | None = None  # None, or [any rejected per mode..., any taint]
+    lazy: object = None        # None, or a function -> (centre, fixed, stat, taint)
+    shape: tuple | None = None
+
+    def __post_init__(self):
+        if self.shape is None:
+            self.shape = tuple(self.centre.shape)
+
+    def region(self) -> tuple:
+        """(centre, fixed, stat), computed now if it was left for later."""
+        if self.lazy is not None:
+            self.centre, self.fixed, self.stat, self.taint = self.lazy()
+            self.lazy = None
+        return self.centre, self.fixed, self.stat
 
     def kernel(self) -> torch.Tensor:
         if callable(self.y):
@@ -245,6 +259,7 @@ class Judged:
         return self.y
 
     def taint_mask(self) -> torch.Tensor:
+        self.region()
         if callable(self.taint):
             self.taint = self.taint()
         return self.taint
@@ -272,18 +287,20 @@ class Judged:
         a verdict computes them only when it needs them (to confirm a reject)."""
         if "fixed" in self.modes:
             return self.rejected_mask(self.modes.index("fixed"))
-        return judge_masks(self.fmt, self.centre, self.fixed, self.stat, self.taint_mask(), self.kernel(),
-                           ("fixed",))[0][0]
+        centre, fixed, stat = self.region()
+        return judge_masks(self.fmt, centre, fixed, stat, self.taint_mask(), self.kernel(), ("fixed",))[0][0]
 
     def for_mode(self, k: int, mode: str) -> OutputJudgement:
-        centre, r, fmt = self.centre, (self.fixed if mode == "fixed" else self.stat), self.fmt
+        fmt = self.fmt
 
         def bounds():
+            centre, fixed, stat = self.region()
+            r = fixed if mode == "fixed" else stat
             lo, hi = centre - r, centre + r
             return (lo, hi) + tuple(RI.bounds(lo, hi, fmt))
-        return OutputJudgement(self.name, fmt, self.kernel, centre, None, None, None, None,
+        return OutputJudgement(self.name, fmt, self.kernel, lambda: self.region()[0], None, None, None, None,
                                lambda: self.rejected_mask(k), self.taint_mask, self.special_mask,
-                               self.fixed_rejected, bounds=bounds)
+                               self.fixed_rejected, bounds=bounds, shape=self.shape)
 
 
 def _verdicts(program, modes, p, confirm, assumptions, outs, cert, explainer) -> dict:
@@ -297,8 +314,9 @@ def _verdicts(program, modes, p, confirm, assumptions, outs, cert, explainer) ->
                 rej, unc = rej or f[k], unc or f[-1]
             else:                                   # a quantizer output, judged in its own terms
                 judgements.append(o)
-                rej = rej or bool(o.rejected.any())
-                unc = unc or bool(o.uncertified.any())
+                o_rej, o_unc = o.flags if o.flags is not None else (bool(o.rejected.any()),
+                                                                    bool(o.uncertified.any()))
+                rej, unc = rej or o_rej, unc or o_unc
         status = "reject" if rej else "uncertified" if unc else "accept"
         v = Verdict(status, program.name, m, p, judgements, cert, assumptions)
         if m == "statistical" and status == "reject" and confirm:

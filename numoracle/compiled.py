@@ -25,7 +25,18 @@ Policy (environment variable ``NUMORACLE_COMPILE``):
 
 Whatever fails to compile (an unsupported program, a compiler missing) is
 judged eagerly, with one warning per signature.  Quantizer outputs are judged
-eagerly.
+eagerly on devices other than those in ``QUANTIZER_DEVICES``.
+
+The compiled function returns the flags alone (any rejected, any
+uncertified, any non-finite input): a verdict's status.  The regions, masks
+and explanation are computed from the verdict's own copies of the tensors
+when first asked for (``Plan._regions``).  On CUDA, where a small verdict's
+time is the host launching a dozen kernels, the flags function runs as a
+CUDA graph (``NUMORACLE_CUDAGRAPHS``: ``auto``, the default, for signatures
+of at most ``CUDAGRAPH_MAX_ELEMENTS`` output elements; ``always``;
+``never``).  Its one output, the flags, is read before the next replay can
+overwrite it; a graph keeps its buffers (and a copy of its inputs) between
+calls, hence the size limit.
 """
 
 from __future__ import annotations
@@ -45,6 +56,7 @@ _ALIASES = {"1": "always", "true": "always", "yes": "always", "on": "always",
             "0": "never", "false": "never", "no": "never", "off": "never", "": "auto"}
 AUTO_MIN_ELEMENTS = 1 << 20
 AUTO_EAGER_CALLS = 2
+CUDAGRAPH_MAX_ELEMENTS = 1 << 24
 
 # device types where compiled quantizer judgements were checked equal to eager ones
 # (scripts/compiled_parity.py --quantizer-devices); elsewhere they are judged eagerly
@@ -62,6 +74,16 @@ def policy() -> str:
         raise InvalidArgument(f"NUMORACLE_COMPILE={raw!r}: expected one of {POLICIES} "
                               f"(or 1/0); unset it for 'auto'.")
     return v
+
+
+def _cudagraphs(device: str, elements: int) -> bool:
+    """Whether the flags function of a signature on ``device`` runs as a CUDA graph."""
+    raw = os.environ.get("NUMORACLE_CUDAGRAPHS", "auto").strip().lower()
+    if raw not in ("auto", "always", "never"):
+        raise InvalidArgument(f"NUMORACLE_CUDAGRAPHS={raw!r}: expected auto, always or never; unset it for auto.")
+    if device != "cuda" or raw == "never":
+        return False
+    return raw == "always" or elements <= CUDAGRAPH_MAX_ELEMENTS
 
 
 def clear() -> None:
@@ -136,30 +158,28 @@ def plan_for(program, inputs, outputs, params, prof, p, modes, nonfinite):
     return plan
 
 
-def _decoder(raw, fmt, device):
-    """A function that decodes a kernel output as ``check.evaluate`` does, from a
-    copy in the kernel's own format (a quarter of the float64 values' size for
-    bf16), so that a caller reusing its output buffer does not change the verdict."""
-    t = (raw[0] if isinstance(raw, tuple) else raw).clone()
-
+def _decoder(t, fmt, device):
+    """A function that decodes a kernel output (``t``: the verdict's own copy, in
+    the kernel's format) as ``check.evaluate`` does."""
     def decode():
         y = F.decode(t, fmt)
         return y if y.device == device else y.to(device)
     return decode
 
 
-def _judged(name, fmt, kernel, centre, fixed, stat, taint, modes, flags):
-    """A ``check.Judged`` from a compiled graph's region (flags: any rejected per
-    mode, any uncertified): its rejected masks are computed when first asked
-    for, by the same ``judge_masks`` (all False, without a pass, where the
-    flags say so)."""
+def _judged(name, fmt, kernel, region, shape, device, modes, flags):
+    """A ``check.Judged`` from a compiled verdict's flags (any rejected per mode,
+    any uncertified): its region (``region()`` -> centre, fixed, stat, taint) is
+    computed when first needed, and its rejected masks from it by the same
+    ``judge_masks`` (all False, without a pass, where the flags say so)."""
     from .check import Judged, judge_masks
-    out = Judged(name, fmt, kernel, centre, fixed, stat, taint, modes, (), None, flags=list(flags))
+    out = Judged(name, fmt, kernel, None, None, None, None, modes, (), None, flags=list(flags), lazy=region,
+                 shape=shape)
 
     def mask(k):
         if not flags[k]:
-            return lambda: torch.zeros(centre.shape, dtype=torch.bool, device=centre.device)
-        return lambda: judge_masks(fmt, centre, fixed, stat, out.taint_mask(), out.kernel(), (modes[k],))[0][0]
+            return lambda: torch.zeros(shape, dtype=torch.bool, device=device)
+        return lambda: judge_masks(fmt, *out.region(), out.taint_mask(), out.kernel(), (modes[k],))[0][0]
     out.rejected = tuple(mask(k) for k in range(len(modes)))
     return out
 
@@ -177,7 +197,10 @@ class Plan:
         self.failed = None         # why this signature stays eager
         self.has_quantizer = False
         self.device = device
-        self.fn = None
+        self.fn = None             # the compiled verdict (flags only)
+        self.regions_fn = None     # the compiled regions (see _regions)
+        self.region_calls = 0      # verdicts of this signature whose regions were needed
+        self.region_failed = None  # why the regions stay eager
 
     @property
     def ready(self) -> bool:
@@ -187,16 +210,44 @@ class Plan:
             return True
         return self.calls > AUTO_EAGER_CALLS and self.elements >= AUTO_MIN_ELEMENTS
 
-    def learn(self, sites, has_quantizer: bool) -> None:
-        """Record what an eager run of this signature found."""
+    def learn(self, sites, names, fmts, quant_outputs, ref_device) -> None:
+        """Record what an eager run of this signature found: its sites, and per
+        output its name, format and whether a quantizer produced it; the
+        reference's device."""
+        has_quantizer = any(quant_outputs)
         self.has_quantizer = has_quantizer
+        self.names, self.fmts, self.quant_outputs = tuple(names), tuple(fmts), tuple(quant_outputs)
+        self.ref_device = ref_device
         if has_quantizer and self.device not in QUANTIZER_DEVICES:
             self.failed = f"quantizer outputs are judged eagerly on {self.device}"
             return
         self.sites = [(s.label, s.kind, s.fmt, s.limit, s.elements) for s in sites]
 
     # ---- the traced function
-    def _core(self):
+    def _core(self, full: bool):
+        """The verdict as one function of the signature's tensors, compiled.  With
+        ``full`` it returns every output's region (and a quantizer output's
+        judgement) beside the flags; without, only the flags (what a verdict's
+        status needs): the regions are then dead values that the compiled code
+        never writes."""
+        fn = self._function(full)
+        # a code object of its own, so that each signature has its own compile cache
+        code = fn.__code__
+        with _lock:
+            _serial[0] += 1
+            code = code.replace(co_name=f"numoracle_{'regions' if full else 'verdict'}_{_serial[0]}")
+        fn = types.FunctionType(code, fn.__globals__, code.co_name, fn.__defaults__, fn.__closure__)
+        # emulate_precision_casts: without it Inductor may keep a value cast to bf16/fp16 inside a
+        # fused kernel in fp32, skipping the rounding the calculus relies on (format roundings
+        # are casts); with it every cast rounds as torch's eager cast does
+        options = {"emulate_precision_casts": True}
+        if not full and _cudagraphs(self.device, self.elements):
+            options["triton.cudagraphs"] = True
+        return torch.compile(fn, dynamic=False, options=options)
+
+    def _function(self, full: bool):
+        """The verdict's tensor code, uncompiled (``_core`` compiles it; run as it
+        is, it is the eager fallback for the regions)."""
         from .check import evaluate, judge_masks
         from .oracles import quantizer as QZ
         program, params, prof, p, modes, nonfinite = (self.program, self.params, self.prof, self.p,
@@ -210,89 +261,135 @@ class Plan:
             quant = QZ.judge_tensors(refs, decoded) if any(reg is None for reg in regions) else {}
             outs, flags = [], []
             for j, (reg, y) in enumerate(zip(regions, decoded)):
-                # the decoded kernel output and its non-finite mask are not returned (not written):
-                # the verdict decodes the kernel's own tensor when they are asked for
                 if reg is None:             # a quantizer output: its two-step judgement, in every mode
                     centre, lo, hi, qlo, qhi, rejected, unc = quant[j]
-                    outs.append(("quantizer", (centre, lo, hi, qlo, qhi, rejected, unc)))
+                    outs.append((centre, lo, hi, qlo, qhi, rejected, unc))
                     flags += [rejected.any(), unc.any()]
                     continue
-                # the rejected masks only feed the flags here: a verdict computes them eagerly,
-                # from the regions returned, when they are asked for (not writing them saves
-                # about 7% of a CPU verdict: Inductor's C++ writes bool tensors element by element)
+                # the rejected masks only feed the flags: a verdict computes them eagerly, from the
+                # regions, when they are asked for
                 rejected, _ = judge_masks(reg.fmt, reg.centre, reg.fixed, reg.stat, reg.taint, y, modes)
                 flags += [r.any() for r in rejected] + [reg.taint.any()]
-                outs.append(("region", (reg.centre, reg.fixed, reg.stat, reg.taint)))
+                outs.append((reg.centre, reg.fixed, reg.stat, reg.taint))
             # the sites' statistics are not returned (so not computed): the certificate is
             # filled in from an eager run when it is read
             whats = tuple((s.what, s.kind) for s in ctx.sites)
-            names = tuple(names)
-            fmts = tuple(r.fmt.name for r in refs)
             # every flag in one tensor, so that the verdict waits for the device once: per output
             # (any rejected per mode, any uncertified), then whether any input was non-finite
             flags.append(torch.zeros((), dtype=torch.bool, device=refs[0].c.device) if policy is None
                          else policy)
-            return outs, whats, names, fmts, torch.stack(flags)
-
-        # a code object of its own, so that each signature has its own compile cache
-        code = numoracle_verdict.__code__
-        with _lock:
-            _serial[0] += 1
-            code = code.replace(co_name=f"numoracle_verdict_{_serial[0]}")
-        fn = types.FunctionType(code, numoracle_verdict.__globals__, code.co_name,
-                                numoracle_verdict.__defaults__, numoracle_verdict.__closure__)
-        # emulate_precision_casts: without it Inductor may keep a value cast to bf16/fp16 inside a
-        # fused kernel in fp32, skipping the rounding the calculus relies on (format roundings
-        # are casts); with it every cast rounds as torch's eager cast does
-        return torch.compile(fn, dynamic=False, options={"emulate_precision_casts": True})
+            flags = torch.stack(flags)
+            if full:
+                return whats, flags, outs
+            return whats, flags
+        return numoracle_verdict
 
     def run(self, inputs, outputs):
         """(outputs as ``check.Judged``, certificate, input policy), or None
-        when this call must be judged eagerly."""
+        when this call must be judged eagerly.
+
+        The compiled function returns the flags alone.  The tensors judged are
+        copied (in their own formats: a quarter of the float64 values' size for
+        bf16), so that the regions, the masks and the explanation, computed
+        when first asked for, describe this call even when the caller reuses
+        its buffers."""
         from .certificates import Certificate
-        from .check import NONFINITE_POLICY_TEXT, Judged
+        from .check import NONFINITE_POLICY_TEXT
         from .verdict import OutputJudgement
         tensors = []
         for x in list(inputs) + list(outputs):
             tensors += _struct(x)[1]
         try:
             if self.fn is None:
-                self.fn = self._core()
-            outs, whats, names, fmts, flags = self.fn(*tensors)
-            if len(whats) != len(self.sites) or any(
-                    kind != s[1] or not s[0].startswith(what) for (what, kind), s in zip(whats, self.sites)):
-                raise RuntimeError(f"the traced program has sites {[w for w, _ in whats]} where the eager "
-                                   f"run had {[s[0] for s in self.sites]}")
+                self.fn = self._core(full=False)
+            whats, flags = self.fn(*tensors)
+            # read at once: a CUDA graph's next replay reuses the flags' buffer
+            flags = [bool(v) for v in flags.tolist()]
+            self._check_sites(whats)
         except Exception as exc:      # never let the fast path change a verdict: judge eagerly
-            self.failed = f"{type(exc).__name__}: {exc}"
-            warnings.warn(f"numoracle: judging {self.program.name} eagerly; compiling its verdict failed "
-                          f"({self.failed[:300]}). Set NUMORACLE_COMPILE=never to skip compiling.",
-                          RuntimeWarning, stacklevel=3)
+            self._fail(exc)
             return None
-        flags = [bool(v) for v in flags.tolist()]
+        kept = [t.clone() for t in tensors]
         policy = "finite"
         if flags[-1]:
             if self.nonfinite == "error":
                 return None               # the eager path raises the usual message
             policy = NONFINITE_POLICY_TEXT
-        eager = self._eager(list(inputs), list(outputs))
+        region = self._regions(kept, flags)
+        args = [t if kind == "tensor" else (t, fmt) for (kind, fmt), t in zip(self.structs, kept)]
+        eager = self._eager(args[:self.n_inputs], args[self.n_inputs:])
         judged = []
         at = 0
-        for j, (name, fmt, raw, (kind, t)) in enumerate(zip(names, fmts, outputs, outs)):
-            fmt = F.by_name(fmt)
-            kernel = _decoder(raw, fmt, t[0].device)
-            if kind == "region":
-                n = len(self.modes) + 1
-                judged.append(_judged(name, fmt, kernel, *t, self.modes, flags[at:at + n]))
-            else:
+        for j, (name, fmt, t) in enumerate(zip(self.names, self.fmts, kept[self.n_inputs:])):
+            kernel = _decoder(t, fmt, self.ref_device)
+            shape = tuple(t.shape)
+            if self.quant_outputs[j]:
                 n = 2
-                centre, lo, hi, qlo, qhi, rejected, unc = t
+                part = (lambda j: lambda k: region()[j][k])(j)
                 judged.append(OutputJudgement(
-                    name, fmt, kernel, centre, lo, hi, qlo, qhi, rejected, unc,
-                    (lambda k, u: lambda: ~torch.isfinite(k()) & ~u)(kernel, unc), rejected,
-                    detail=(lambda j: lambda i: eager()[1][j].detail(i))(j)))
+                    name, fmt, kernel, (lambda f: lambda: f(0))(part), None, None, None, None,
+                    (lambda f: lambda: f(5))(part), (lambda f: lambda: f(6))(part),
+                    (lambda k, f: lambda: ~torch.isfinite(k()) & ~f(6))(kernel, part),
+                    (lambda f: lambda: f(5))(part),
+                    detail=(lambda j: lambda i: eager()[1][j].detail(i))(j),
+                    bounds=(lambda f: lambda: tuple(f(k) for k in range(1, 5)))(part),
+                    shape=shape, flags=tuple(flags[at:at + n])))
+            else:
+                n = len(self.modes) + 1
+                judged.append(_judged(name, fmt, kernel, (lambda j: lambda: region()[j])(j), shape,
+                                      self.ref_device, self.modes, flags[at:at + n]))
             at += n
         return judged, Certificate(inputs=policy, compute=lambda: eager()[0]), policy
+
+    def _check_sites(self, whats) -> None:
+        if len(whats) != len(self.sites) or any(
+                kind != s[1] or not s[0].startswith(what) for (what, kind), s in zip(whats, self.sites)):
+            raise RuntimeError(f"the traced program has sites {[w for w, _ in whats]} where the eager "
+                               f"run had {[s[0] for s in self.sites]}")
+
+    def _fail(self, exc) -> None:
+        self.failed = f"{type(exc).__name__}: {exc}"
+        warnings.warn(f"numoracle: judging {self.program.name} eagerly; compiling its verdict failed "
+                      f"({self.failed[:300]}). Set NUMORACLE_COMPILE=never to skip compiling.",
+                      RuntimeWarning, stacklevel=4)
+
+    def _regions(self, kept, flags):
+        """A function computing, once, every output's region from the verdict's own
+        copies.  The same tensor code, run eagerly; compiled once this signature's
+        regions have been needed as often as a verdict is judged eagerly before it
+        is compiled (an explained reject costs no compile; a campaign that reads
+        every reject's masks gets them compiled).  Its flags must equal the ones
+        the verdict was given."""
+        done = []
+
+        def get():
+            if not done:
+                with _lock:
+                    self.region_calls += 1
+                    compile_now = self.regions_fn is None and self.region_failed is None and (
+                        self.region_calls > (1 if self.policy == "always" else AUTO_EAGER_CALLS))
+                try:
+                    if compile_now:
+                        self.regions_fn = self._core(full=True)
+                    fn = self.regions_fn or self._function(full=True)
+                    _, again, outs = fn(*kept)
+                except Exception as exc:
+                    if self.regions_fn is None:
+                        raise
+                    self.region_failed = f"{type(exc).__name__}: {exc}"
+                    self.regions_fn = None
+                    warnings.warn(f"numoracle: computing {self.program.name}'s regions eagerly; the compiled "
+                                  f"function failed ({self.region_failed[:300]}).", RuntimeWarning, stacklevel=2)
+                    _, again, outs = self._function(full=True)(*kept)
+                again = [bool(v) for v in again.tolist()]
+                if again != flags:
+                    raise RuntimeError(
+                        f"numoracle: {self.program.name}'s regions give the flags {again} where its verdict "
+                        f"had {flags}; this is a bug in numoracle's compiled path, please report it. "
+                        f"NUMORACLE_COMPILE=never judges eagerly.")
+                done.append(outs)
+            return done[0]
+        return get
 
     def _eager(self, inputs, outputs):
         """What the compiled graph leaves out, from one eager run when first asked for:

@@ -34,11 +34,14 @@ class OutputJudgement:
     status never materialises them."""
 
     def __init__(self, name, fmt, kernel, centre, lo, hi, qlo, qhi, rejected, uncertified, special,
-                 fixed_rejected, detail=None, *, bounds=None):
+                 fixed_rejected, detail=None, *, bounds=None, shape=None, flags=None):
         self.name = name
         self.fmt: F.Format = fmt
         self._kernel = kernel
-        self.centre = centre              # reference before the store
+        self._centre = centre             # reference before the store (or a function computing it)
+        self.shape = tuple(shape) if shape is not None else tuple(centre.shape)
+        # (any rejected, any uncertified) when known without reading the masks (a compiled verdict's flags)
+        self.flags = flags
         self._bounds = (lo, hi, qlo, qhi) if lo is not None else (lambda: tuple(bounds()))
         self._rejected = rejected
         self._uncertified = uncertified
@@ -48,6 +51,7 @@ class OutputJudgement:
         self.detail = detail
 
     kernel = _on_first_use("_kernel")
+    centre = _on_first_use("_centre")
     rejected = _on_first_use("_rejected")
     uncertified = _on_first_use("_uncertified")
     special = _on_first_use("_special")
@@ -59,11 +63,14 @@ class OutputJudgement:
     qhi = property(lambda self: self._all_bounds[3])
 
     def __repr__(self):
-        return f"OutputJudgement({self.name}, {self.fmt}, shape={tuple(self.centre.shape)})"
+        return f"OutputJudgement({self.name}, {self.fmt}, shape={self.shape})"
 
     @property
     def numel(self) -> int:
-        return self.centre.numel()
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
 
 
 @dataclass

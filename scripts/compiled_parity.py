@@ -86,6 +86,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cols", type=int, default=512)
     ap.add_argument("--family", default="calibration")
     ap.add_argument("--out", default="")
+    ap.add_argument("--regions", action="store_true",
+                    help="also compare verdicts whose regions come from the compiled regions function")
     ap.add_argument("--quantizer-devices", default="",
                     help="device types to add to compiled.QUANTIZER_DEVICES (e.g. cuda), to check them")
     a = ap.parse_args(argv)
@@ -112,6 +114,16 @@ def main(argv=None) -> int:
                        "compiled": bool(plans) and all(p.fn is not None and p.failed is None for p in plans),
                        "failed": [p.failed for p in plans if p.failed]}
                 row.update(compare(ve, vc))
+                if a.regions:
+                    # the regions are computed eagerly the first time a signature needs them and
+                    # compiled from the next time on: compare a verdict whose regions come compiled
+                    for _ in range(2):
+                        vr, _ = _judge(op, outs, inputs, params, "always", a.backend)
+                        again = compare(ve, vr)
+                    row["regions_compiled"] = all(p.regions_fn is not None and p.region_failed is None
+                                                  for p in compiled._plans.values())
+                    row["regions"] = again
+                    row["same"] = row["same"] and again["same"] and row["regions_compiled"]
             except Exception as exc:       # one operator must not end the run
                 row = {"op": name, "kernel": kname, "error": repr(exc)[:400], "same": False}
             bad += not row["same"]

@@ -102,7 +102,7 @@ def test_a_failed_compile_is_judged_eagerly_with_one_warning(policy, monkeypatch
     policy("never")
     ve = check(op.reference, outs, inputs, params)
 
-    def broken(self):
+    def broken(self, full):
         def fn(*tensors):
             raise RuntimeError("no compiler here")
         return fn
@@ -216,3 +216,113 @@ def test_masks_of_a_compiled_verdict_are_computed_when_asked_for(policy):
     va = check(op.reference, outs, inputs, params)
     assert va.status == "accept" and not bool(va.outputs[0].rejected.any())
     assert not bool(va.outputs[0].uncertified.any())
+
+
+def test_a_compiled_verdict_computes_no_region_until_one_is_needed(policy):
+    """The compiled function returns the flags alone; an accepted verdict's status,
+    counts of zero and certificate need no region."""
+    op, inputs, params, outs = _case()
+    policy("always")
+    check(op.reference, outs, inputs, params)
+    v = check(op.reference, outs, inputs, params)
+    plan = _only_plan()
+    assert v.status == "accept" and plan.region_calls == 0
+    assert v.n_rejected == 0 and plan.region_calls == 0          # masks known empty from the flags
+    assert v.n_elements == sum(t.numel() for t in outs) and plan.region_calls == 0
+    v.explain()                                                   # the closest element needs the region
+    assert plan.region_calls == 1
+
+
+def test_regions_describe_the_call_even_when_the_caller_reuses_its_buffers(policy):
+    """The verdict keeps copies of what it judged: overwriting the inputs and the
+    kernel's output afterwards changes neither its masks nor its explanation."""
+    op, inputs, params, outs = _case(faults=("ulp_off_store",))
+    policy("never")
+    ve = check(op.reference, outs, inputs, params)
+    policy("always")
+    check(op.reference, outs, inputs, params)
+    vc = check(op.reference, outs, inputs, params)
+    want = ve.explain()
+    for t in list(inputs) + [outs[0] if isinstance(outs, tuple) else outs]:
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            t.mul_(-3)
+    assert vc.status == "reject"
+    assert torch.equal(vc.outputs[0].rejected, ve.outputs[0].rejected)
+    assert torch.equal(vc.outputs[0].kernel, ve.outputs[0].kernel)
+    assert vc.explain() == want
+
+
+def test_regions_compile_once_needed_repeatedly_and_equal_eager_ones(policy):
+    """The first verdict needing its regions computes them eagerly (an explained reject
+    costs no compile); from the next one on ('always') they come compiled, equal."""
+    op, inputs, params, outs = _case(faults=("truncating_store",))
+    policy("never")
+    ve = check_modes(op.reference, outs, inputs, params)
+    policy("always")
+    check_modes(op.reference, outs, inputs, params)
+    first = check_modes(op.reference, outs, inputs, params)
+    plan = _only_plan()
+    _assert_same(ve, first)
+    assert plan.region_calls == 1 and plan.regions_fn is None
+    second = check_modes(op.reference, outs, inputs, params)
+    _assert_same(ve, second)
+    assert plan.region_calls == 2 and plan.regions_fn is not None and plan.region_failed is None
+
+
+def test_a_failed_regions_compile_falls_back_to_eager_regions(policy, monkeypatch):
+    op, inputs, params, outs = _case(faults=("truncating_store",))
+    policy("never")
+    ve = check(op.reference, outs, inputs, params)
+    policy("always")
+    check(op.reference, outs, inputs, params)
+    check(op.reference, outs, inputs, params).outputs[0].rejected       # first need: eager
+    real = compiled.Plan._core
+
+    def broken(self, full):
+        if not full:
+            return real(self, full)
+
+        def fn(*tensors):
+            raise RuntimeError("no compiler for regions")
+        return fn
+    monkeypatch.setattr(compiled.Plan, "_core", broken)
+    with pytest.warns(RuntimeWarning, match="regions eagerly.*no compiler for regions"):
+        v = check(op.reference, outs, inputs, params)       # a confirmed reject reads its regions
+    assert v.confirmation == ve.confirmation == "confirmed"
+    assert torch.equal(v.outputs[0].rejected, ve.outputs[0].rejected)
+    assert _only_plan().region_failed.startswith("RuntimeError")
+
+
+def test_regions_whose_flags_disagree_with_the_verdict_raise(policy, monkeypatch):
+    """A region that would contradict the verdict it explains is a bug, said loudly."""
+    op, inputs, params, outs = _case(faults=("truncating_store",))
+    policy("always")
+    check(op.reference, outs, inputs, params)
+    v = check(op.reference, outs, inputs, params, confirm=False)    # confirming would read the regions now
+    assert v.status == "reject"
+    real = compiled.Plan._function
+
+    def lying(self, full):
+        fn = real(self, full)
+
+        def g(*tensors):
+            whats, flags, outs_ = fn(*tensors)
+            return whats, ~flags, outs_
+        return g
+    monkeypatch.setattr(compiled.Plan, "_function", lying)
+    with pytest.raises(RuntimeError, match="regions give the flags .* where its verdict had"):
+        v.outputs[0].rejected
+
+
+def test_cuda_graphs_only_for_small_cuda_signatures_and_a_bad_setting_says_what_is_expected(monkeypatch):
+    monkeypatch.delenv("NUMORACLE_CUDAGRAPHS", raising=False)
+    assert compiled._cudagraphs("cuda", compiled.CUDAGRAPH_MAX_ELEMENTS)
+    assert not compiled._cudagraphs("cuda", compiled.CUDAGRAPH_MAX_ELEMENTS + 1)
+    assert not compiled._cudagraphs("cpu", 10)
+    monkeypatch.setenv("NUMORACLE_CUDAGRAPHS", "always")
+    assert compiled._cudagraphs("cuda", 10 ** 9) and not compiled._cudagraphs("cpu", 10)
+    monkeypatch.setenv("NUMORACLE_CUDAGRAPHS", "never")
+    assert not compiled._cudagraphs("cuda", 10)
+    monkeypatch.setenv("NUMORACLE_CUDAGRAPHS", "yes")
+    with pytest.raises(InvalidArgument, match="NUMORACLE_CUDAGRAPHS='yes': expected auto, always or never"):
+        compiled._cudagraphs("cuda", 10)
