@@ -49,7 +49,7 @@ def _launch_only(f, device, reps):
     return best
 
 
-def measure(op_name: str, n: int, device: str, reps: int) -> dict:
+def measure(op_name: str, n: int, device: str, reps: int, profile_to: str = "") -> dict:
     from numoracle import compiled
     from numoracle.check import check
     os.environ["NUMORACLE_COMPILE"] = "always"
@@ -74,6 +74,38 @@ def measure(op_name: str, n: int, device: str, reps: int) -> dict:
         row["fn_s"] = _best(lambda: plan.fn(*tensors), device, reps)
         row["fn_launch_s"] = _launch_only(lambda: plan.fn(*tensors), device, reps)
         row["fn_and_flags_s"] = _best(lambda: plan.fn(*tensors)[-1].tolist(), device, reps)
+        row["cuda_graphs"] = plan.graphs
+        row["copies_s"] = _best(lambda: [t.clone() for t in tensors], device, reps)
+        if hasattr(torch, "_foreach_copy_"):
+            def foreach():
+                kept = [torch.empty_like(t) for t in tensors]
+                torch._foreach_copy_(kept, tensors)
+            row["copies_foreach_s"] = _best(foreach, device, reps)
+        got = plan.fn(*tensors)
+        real, plan.fn = plan.fn, (lambda *a: got)
+        try:        # numoracle's own host time around the compiled function
+            row["check_without_fn_s"] = _best(verdict, device, reps)
+            if profile_to:
+                import cProfile
+                import pstats
+                pr = cProfile.Profile()
+                pr.enable()
+                for _ in range(50):
+                    verdict()
+                pr.disable()
+                plan.fn = real
+                pr2 = cProfile.Profile()
+                pr2.enable()
+                for _ in range(50):
+                    verdict()
+                pr2.disable()
+                with open(profile_to, "a") as fh:
+                    fh.write(f"==== {op_name} {n}: 50 verdicts without the compiled function\n")
+                    pstats.Stats(pr, stream=fh).sort_stats("tottime").print_stats(25)
+                    fh.write(f"==== {op_name} {n}: 50 verdicts\n")
+                    pstats.Stats(pr2, stream=fh).sort_stats("tottime").print_stats(40)
+        finally:
+            plan.fn = real
     if device == "cuda":
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -91,7 +123,7 @@ def measure(op_name: str, n: int, device: str, reps: int) -> dict:
         ev = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
         row["ref64_kernels"] = len(ev)
         row["ref64_device_busy_s"] = sum(e.device_time for e in ev) / 1e6
-    for k in ("check_s", "fn_s", "fn_launch_s", "fn_and_flags_s"):
+    for k in ("check_s", "fn_s", "fn_launch_s", "fn_and_flags_s", "check_without_fn_s"):
         if k in row:
             row[k.replace("_s", "_over_ref64")] = row[k] / row["ref64_s"]
     return row
@@ -104,12 +136,13 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="1e5,1e6")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out")
+    ap.add_argument("--profile", default="", help="append cProfile tables of 50 verdicts to this file")
     a = ap.parse_args(argv)
     rows = []
     for op in a.ops.split(","):
         for s in a.sizes.split(","):
             try:
-                row = measure(op, int(float(s)), a.device, a.reps)
+                row = measure(op, int(float(s)), a.device, a.reps, a.profile)
             except Exception as exc:        # keep what was measured
                 row = {"op": op, "n": int(float(s)), "error": f"{type(exc).__name__}: {exc}"}
             rows.append(row)

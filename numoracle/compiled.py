@@ -92,13 +92,18 @@ def clear() -> None:
         _plans.clear()
 
 
+_COMPILER: list = []
+
+
 def _can_compile() -> bool:
     """torch.compile with Inductor's exact casts (``emulate_precision_casts``) is available."""
-    try:
-        import torch._inductor.config as cfg
-    except Exception:            # a torch without Inductor
-        return False
-    return hasattr(cfg, "emulate_precision_casts")
+    if not _COMPILER:
+        try:
+            import torch._inductor.config as cfg
+            _COMPILER.append(hasattr(cfg, "emulate_precision_casts"))
+        except Exception:            # a torch without Inductor
+            _COMPILER.append(False)
+    return _COMPILER[0]
 
 
 # --------------------------------------------------------------------------- signatures
@@ -198,6 +203,8 @@ class Plan:
         self.has_quantizer = False
         self.device = device
         self.fn = None             # the compiled verdict (flags only)
+        self.graphs = False        # whether it runs as a CUDA graph
+        self.sites_checked = False  # the traced sites were compared with the eager run's
         self.regions_fn = None     # the compiled regions (see _regions)
         self.region_calls = 0      # verdicts of this signature whose regions were needed
         self.region_failed = None  # why the regions stay eager
@@ -224,7 +231,7 @@ class Plan:
         self.sites = [(s.label, s.kind, s.fmt, s.limit, s.elements) for s in sites]
 
     # ---- the traced function
-    def _core(self, full: bool):
+    def _core(self, full: bool, graphs: bool = False):
         """The verdict as one function of the signature's tensors, compiled.  With
         ``full`` it returns every output's region (and a quantizer output's
         judgement) beside the flags; without, only the flags (what a verdict's
@@ -241,9 +248,18 @@ class Plan:
         # fused kernel in fp32, skipping the rounding the calculus relies on (format roundings
         # are casts); with it every cast rounds as torch's eager cast does
         options = {"emulate_precision_casts": True}
-        if not full and _cudagraphs(self.device, self.elements):
+        keep = getattr(torch.compiler, "keep_tensor_guards_unsafe", None)
+        if keep is not None:
+            # the plan's key already fixes everything but the tensors that the trace depends
+            # on (program, parameters, profile, p, modes, policy, formats): Dynamo's guards
+            # on globals and closures would only repeat it, on every call (a fifth of a
+            # small verdict's host time)
+            options["guard_filter_fn"] = keep
+        if graphs:
+            # a CUDA graph only for a program traced whole: around a graph break (a program
+            # that reads a value to the host), the pieces replay slower than they launch
             options["triton.cudagraphs"] = True
-        return torch.compile(fn, dynamic=False, options=options)
+        return torch.compile(fn, dynamic=False, fullgraph=graphs, options=options)
 
     def _function(self, full: bool):
         """The verdict's tensor code, uncompiled (``_core`` compiles it; run as it
@@ -301,15 +317,27 @@ class Plan:
             tensors += _struct(x)[1]
         try:
             if self.fn is None:
+                self.graphs = _cudagraphs(self.device, self.elements)
+                self.fn = self._core(full=False, graphs=self.graphs)
+            try:
+                whats, flags = self.fn(*tensors)
+            except Exception:
+                if not self.graphs:
+                    raise
+                # not traceable whole (or not as a CUDA graph): compile it as it comes
+                self.graphs = False
                 self.fn = self._core(full=False)
-            whats, flags = self.fn(*tensors)
-            # read at once: a CUDA graph's next replay reuses the flags' buffer
+                whats, flags = self.fn(*tensors)
+            if not self.sites_checked:
+                self._check_sites(whats)
+                self.sites_checked = True
+            # copied while the device computes the flags; then the flags are read at once
+            # (a CUDA graph's next replay reuses their buffer)
+            kept = [t.clone() for t in tensors]
             flags = [bool(v) for v in flags.tolist()]
-            self._check_sites(whats)
         except Exception as exc:      # never let the fast path change a verdict: judge eagerly
             self._fail(exc)
             return None
-        kept = [t.clone() for t in tensors]
         policy = "finite"
         if flags[-1]:
             if self.nonfinite == "error":

@@ -102,7 +102,7 @@ def test_a_failed_compile_is_judged_eagerly_with_one_warning(policy, monkeypatch
     policy("never")
     ve = check(op.reference, outs, inputs, params)
 
-    def broken(self, full):
+    def broken(self, full, graphs=False):
         def fn(*tensors):
             raise RuntimeError("no compiler here")
         return fn
@@ -278,9 +278,9 @@ def test_a_failed_regions_compile_falls_back_to_eager_regions(policy, monkeypatc
     check(op.reference, outs, inputs, params).outputs[0].rejected       # first need: eager
     real = compiled.Plan._core
 
-    def broken(self, full):
+    def broken(self, full, graphs=False):
         if not full:
-            return real(self, full)
+            return real(self, full, graphs)
 
         def fn(*tensors):
             raise RuntimeError("no compiler for regions")
@@ -326,3 +326,25 @@ def test_cuda_graphs_only_for_small_cuda_signatures_and_a_bad_setting_says_what_
     monkeypatch.setenv("NUMORACLE_CUDAGRAPHS", "yes")
     with pytest.raises(InvalidArgument, match="NUMORACLE_CUDAGRAPHS='yes': expected auto, always or never"):
         compiled._cudagraphs("cuda", 10)
+
+
+def test_a_program_not_traceable_whole_is_compiled_without_cuda_graphs(policy, monkeypatch):
+    """cross_entropy's mean reads its row count to the host (a graph break): asked to
+    run as a CUDA graph (here, forced on the CPU, where Inductor runs none), it is
+    traced whole first, and on failure compiled as it comes, with the same verdict."""
+    monkeypatch.setattr(compiled, "_cudagraphs", lambda device, elements: True)
+    op, inputs, params, outs = _case("cross_entropy", faults=("ulp_off_store",))
+    policy("never")
+    ve = check(op.reference, outs, inputs, params)
+    policy("always")
+    check(op.reference, outs, inputs, params)
+    vc = check(op.reference, outs, inputs, params)
+    plan = _only_plan()
+    assert plan.fn is not None and plan.failed is None and plan.graphs is False
+    assert vc.status == ve.status == "reject"
+    assert torch.equal(vc.outputs[0].rejected, ve.outputs[0].rejected)
+    compiled.clear()
+    op, inputs, params, outs = _case()
+    check(op.reference, outs, inputs, params)
+    check(op.reference, outs, inputs, params)
+    assert _only_plan().graphs is True                   # rms_norm traces whole
