@@ -37,9 +37,10 @@ def test_derived_ratios(bench, device):
         assert "bandwidth_fraction" not in row
 
 
-def test_traffic_counts_inputs_outputs_and_held_tensors(bench):
+def test_traffic_counts_reading_and_copying_inputs_and_outputs(bench):
     import torch
     x = torch.zeros(10, 4, dtype=torch.bfloat16)
     y = torch.zeros(10, 4, dtype=torch.bfloat16)
-    # inputs 80 B; per output element: 3 x 2 B (read, copy) + 3 x 8 B + 2 B held
-    assert bench.traffic_bytes((x,), y) == 80 + 40 * (3 * 2 + 3 * 8 + 2)
+    s = torch.zeros(10, dtype=torch.float32)
+    # 80 B of inputs, 80 + 40 B of outputs: each read once (the flags) and copied (read, write)
+    assert bench.traffic_bytes((x, 3), (y, s)) == 3 * (80 + 80 + 40)
