@@ -12,41 +12,11 @@ import argparse
 import json
 import os
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run as B  # noqa: E402
-
-
-def _best(f, device, reps):
-    f()
-    best = float("inf")
-    for _ in range(reps):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        f()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
-def _launch_only(f, device, reps):
-    """Host time of f without waiting for the device (what the host spends launching)."""
-    f()
-    best = float("inf")
-    for _ in range(reps):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        f()
-        best = min(best, time.perf_counter() - t)
-        if device == "cuda":
-            torch.cuda.synchronize()
-    return best
 
 
 def measure(op_name: str, n: int, device: str, reps: int, profile_to: str = "") -> dict:
@@ -63,28 +33,28 @@ def measure(op_name: str, n: int, device: str, reps: int, profile_to: str = "") 
     plans = list(compiled._plans.values())
     row = {"op": op_name, "n": n, "elements": inputs[0].numel(),
            "compiled": all(p.fn is not None and p.failed is None for p in plans)}
-    row["ref64_s"] = _best(lambda: B._ref64(op_name, inputs, params), device, reps)
-    row["check_s"] = _best(verdict, device, reps)
+    row["ref64_s"] = B._time(lambda: B._ref64(op_name, inputs, params), device, reps)
+    row["check_s"] = B._time(verdict, device, reps)
     row["check_status"] = verdict().status
     if plans and plans[0].fn is not None:
         plan = plans[0]
         tensors = []
         for x in list(inputs) + list(outs if isinstance(outs, (tuple, list)) else [outs]):
             tensors += compiled._struct(x)[1]
-        row["fn_s"] = _best(lambda: plan.fn(*tensors), device, reps)
-        row["fn_launch_s"] = _launch_only(lambda: plan.fn(*tensors), device, reps)
-        row["fn_and_flags_s"] = _best(lambda: plan.fn(*tensors)[-1].tolist(), device, reps)
+        row["fn_s"] = B._time(lambda: plan.fn(*tensors), device, reps)
+        row["fn_launch_s"] = B._time(lambda: plan.fn(*tensors), device, reps, wait=False)
+        row["fn_and_flags_s"] = B._time(lambda: plan.fn(*tensors)[-1].tolist(), device, reps)
         row["cuda_graphs"] = plan.graphs
-        row["copies_s"] = _best(lambda: [t.clone() for t in tensors], device, reps)
+        row["copies_s"] = B._time(lambda: [t.clone() for t in tensors], device, reps)
         if hasattr(torch, "_foreach_copy_"):
             def foreach():
                 kept = [torch.empty_like(t) for t in tensors]
                 torch._foreach_copy_(kept, tensors)
-            row["copies_foreach_s"] = _best(foreach, device, reps)
+            row["copies_foreach_s"] = B._time(foreach, device, reps)
         got = plan.fn(*tensors)
         real, plan.fn = plan.fn, (lambda *a: got)
         try:        # numoracle's own host time around the compiled function
-            row["check_without_fn_s"] = _best(verdict, device, reps)
+            row["check_without_fn_s"] = B._time(verdict, device, reps)
             if profile_to:
                 import cProfile
                 import pstats

@@ -14,6 +14,12 @@ from numoracle.operators.ops_vllm import torch_group_quant
 
 
 @pytest.fixture
+def flags_only(monkeypatch):
+    """The flags-only verdict (CUDA's) forced on the CPU: the same code, tested here."""
+    monkeypatch.setattr(compiled, "FLAGS_ONLY_DEVICES", {"cuda", "cpu"})
+
+
+@pytest.fixture
 def policy(monkeypatch):
     compiled.clear()
 
@@ -34,6 +40,18 @@ def _only_plan():
     plans = list(compiled._plans.values())
     assert len(plans) == 1
     return plans[0]
+
+
+def _eager_and_compiled(policy, name="rms_norm", faults=(), judge=check):
+    """(op, inputs, params, outs, eager verdict, compiled verdict) of one case: the
+    second call under 'always' learns the sites, the third is compiled."""
+    op, inputs, params, outs = _case(name, faults=faults)
+    policy("never")
+    ve = judge(op.reference, outs, inputs, params)
+    policy("always")
+    judge(op.reference, outs, inputs, params)
+    vc = judge(op.reference, outs, inputs, params)
+    return op, inputs, params, outs, ve, vc
 
 
 def _assert_same(ve, vc):
@@ -155,10 +173,13 @@ def test_an_uncertified_compiled_verdict_names_the_failing_site(policy):
     _assert_same(ve, vc)
 
 
+@pytest.mark.parametrize("only_flags", [False, True])
 @pytest.mark.parametrize("scale_factor", [1.0, 1.01])
-def test_compiled_quantizer_verdicts_equal_eager_ones(policy, scale_factor):
+def test_compiled_quantizer_verdicts_equal_eager_ones(policy, monkeypatch, scale_factor, only_flags):
     """On the CPU the group quantizer's two-step judgement runs compiled too (its explanation
-    details come from an eager run)."""
+    details come from an eager run), returning its tensors or, as on CUDA, its flags alone."""
+    if only_flags:
+        monkeypatch.setattr(compiled, "FLAGS_ONLY_DEVICES", {"cuda", "cpu"})
     op = operators.get("per_token_group_quant_fp8")
     inputs, params = op.example(5, dtype=torch.bfloat16, family="calibration", rows=4, cols=512)
     q, s = torch_group_quant(inputs[0], **params)
@@ -198,14 +219,9 @@ def test_cell_paths_give_the_verdicts_of_roundings(policy, monkeypatch, name):
 
 
 def test_masks_of_a_compiled_verdict_are_computed_when_asked_for(policy):
-    """The compiled graph returns regions and flags, not rejected masks: an accepted verdict's
+    """The compiled function returns flags, not rejected masks: an accepted verdict's
     masks are all False without a pass over the outputs, a rejected one's are the eager ones."""
-    op, inputs, params, outs = _case(faults=("ulp_off_store",))
-    policy("never")
-    ve = check(op.reference, outs, inputs, params)
-    policy("always")
-    check(op.reference, outs, inputs, params)
-    vc = check(op.reference, outs, inputs, params)
+    op, inputs, params, outs, ve, vc = _eager_and_compiled(policy, faults=("ulp_off_store",))
     o = vc.outputs[0]
     assert callable(o._rejected)                  # not computed yet
     assert vc.status == "reject"
@@ -218,7 +234,7 @@ def test_masks_of_a_compiled_verdict_are_computed_when_asked_for(policy):
     assert not bool(va.outputs[0].uncertified.any())
 
 
-def test_a_compiled_verdict_computes_no_region_until_one_is_needed(policy):
+def test_a_compiled_verdict_computes_no_region_until_one_is_needed(policy, flags_only):
     """The compiled function returns the flags alone; an accepted verdict's status,
     counts of zero and certificate need no region."""
     op, inputs, params, outs = _case()
@@ -233,15 +249,10 @@ def test_a_compiled_verdict_computes_no_region_until_one_is_needed(policy):
     assert plan.region_calls == 1
 
 
-def test_regions_describe_the_call_even_when_the_caller_reuses_its_buffers(policy):
+def test_regions_describe_the_call_even_when_the_caller_reuses_its_buffers(policy, flags_only):
     """The verdict keeps copies of what it judged: overwriting the inputs and the
     kernel's output afterwards changes neither its masks nor its explanation."""
-    op, inputs, params, outs = _case(faults=("ulp_off_store",))
-    policy("never")
-    ve = check(op.reference, outs, inputs, params)
-    policy("always")
-    check(op.reference, outs, inputs, params)
-    vc = check(op.reference, outs, inputs, params)
+    op, inputs, params, outs, ve, vc = _eager_and_compiled(policy, faults=("ulp_off_store",))
     want = ve.explain()
     for t in list(inputs) + [outs[0] if isinstance(outs, tuple) else outs]:
         if isinstance(t, torch.Tensor) and t.is_floating_point():
@@ -252,15 +263,11 @@ def test_regions_describe_the_call_even_when_the_caller_reuses_its_buffers(polic
     assert vc.explain() == want
 
 
-def test_regions_compile_once_needed_repeatedly_and_equal_eager_ones(policy):
+def test_regions_compile_once_needed_repeatedly_and_equal_eager_ones(policy, flags_only):
     """The first verdict needing its regions computes them eagerly (an explained reject
     costs no compile); from the next one on ('always') they come compiled, equal."""
-    op, inputs, params, outs = _case(faults=("truncating_store",))
-    policy("never")
-    ve = check_modes(op.reference, outs, inputs, params)
-    policy("always")
-    check_modes(op.reference, outs, inputs, params)
-    first = check_modes(op.reference, outs, inputs, params)
+    op, inputs, params, outs, ve, first = _eager_and_compiled(policy, faults=("truncating_store",),
+                                                              judge=check_modes)
     plan = _only_plan()
     _assert_same(ve, first)
     assert plan.region_calls == 1 and plan.regions_fn is None
@@ -269,7 +276,7 @@ def test_regions_compile_once_needed_repeatedly_and_equal_eager_ones(policy):
     assert plan.region_calls == 2 and plan.regions_fn is not None and plan.region_failed is None
 
 
-def test_a_failed_regions_compile_falls_back_to_eager_regions(policy, monkeypatch):
+def test_a_failed_regions_compile_falls_back_to_eager_regions(policy, monkeypatch, flags_only):
     op, inputs, params, outs = _case(faults=("truncating_store",))
     policy("never")
     ve = check(op.reference, outs, inputs, params)
@@ -293,7 +300,7 @@ def test_a_failed_regions_compile_falls_back_to_eager_regions(policy, monkeypatc
     assert _only_plan().region_failed.startswith("RuntimeError")
 
 
-def test_regions_whose_flags_disagree_with_the_verdict_raise(policy, monkeypatch):
+def test_regions_whose_flags_disagree_with_the_verdict_raise(policy, monkeypatch, flags_only):
     """A region that would contradict the verdict it explains is a bug, said loudly."""
     op, inputs, params, outs = _case(faults=("truncating_store",))
     policy("always")
@@ -333,12 +340,7 @@ def test_a_program_not_traceable_whole_is_compiled_without_cuda_graphs(policy, m
     run as a CUDA graph (here, forced on the CPU, where Inductor runs none), it is
     traced whole first, and on failure compiled as it comes, with the same verdict."""
     monkeypatch.setattr(compiled, "_cudagraphs", lambda device, elements: True)
-    op, inputs, params, outs = _case("cross_entropy", faults=("ulp_off_store",))
-    policy("never")
-    ve = check(op.reference, outs, inputs, params)
-    policy("always")
-    check(op.reference, outs, inputs, params)
-    vc = check(op.reference, outs, inputs, params)
+    op, inputs, params, outs, ve, vc = _eager_and_compiled(policy, "cross_entropy", faults=("ulp_off_store",))
     plan = _only_plan()
     assert plan.fn is not None and plan.failed is None and plan.graphs is False
     assert vc.status == ve.status == "reject"
@@ -348,3 +350,14 @@ def test_a_program_not_traceable_whole_is_compiled_without_cuda_graphs(policy, m
     check(op.reference, outs, inputs, params)
     check(op.reference, outs, inputs, params)
     assert _only_plan().graphs is True                   # rms_norm traces whole
+
+
+def test_on_the_cpu_the_compiled_verdict_returns_its_regions(policy):
+    """The CPU's compiled function returns the regions with the flags (Inductor's C++ is
+    slower when they are dead): reading the masks computes no region."""
+    op, inputs, params, outs, ve, vc = _eager_and_compiled(policy, faults=("ulp_off_store",))
+    plan = _only_plan()
+    assert "cpu" not in compiled.FLAGS_ONLY_DEVICES
+    assert torch.equal(vc.outputs[0].rejected, ve.outputs[0].rejected)
+    assert vc.explain() == ve.explain()
+    assert plan.region_calls == 0 and plan.regions_fn is None
