@@ -7,7 +7,6 @@ import re
 import torch
 
 from . import formats as F
-from .calculus import form as FM
 from .region import lam
 
 _LINE = re.compile(r" \[([^\]:]+):(\d+)\]")

@@ -74,7 +74,6 @@ def search_group(op, group, specs, atols, rtols, *, examples, dtype, max_rows, m
     cols_s = st.integers(max(1, -(-lo_c // mult)), max(1, min(hi_c, max_cols) // mult)).map(lambda k: k * mult)
     param_s = st.fixed_dictionaries({k: st.sampled_from(list(v)) for k, v in op.domain.params.items()})
     runs = []
-    clean = {"atol": list(atols)}
 
     @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
               phases=(Phase.generate, Phase.target), suppress_health_check=list(HealthCheck))

@@ -29,9 +29,7 @@ import importlib.util
 
 import torch
 
-import numoracle as no
-from ..formats import fp32
-from . import REGISTRY, Domain, Operator, _register
+from . import REGISTRY
 
 AVAILABLE = importlib.util.find_spec("liger_kernel") is not None
 VERSION = None

@@ -12,7 +12,6 @@ store. Liger writes in place; these launchers write into copies and return ``(q_
 
 from __future__ import annotations
 
-import torch
 import triton
 import triton.language as tl
 

@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import as_rows, tanh_libdevice
+from ._common import tanh_libdevice
 
 LOG2E = tl.constexpr(1.4426950408889634)
 IGNORE_INDEX = -100
