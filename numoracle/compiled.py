@@ -30,8 +30,10 @@ eagerly on devices other than those in ``QUANTIZER_DEVICES``.
 On CUDA (``FLAGS_ONLY_DEVICES``) the compiled function returns the flags
 alone (any rejected, any uncertified, any non-finite input): a verdict's
 status.  The regions, masks and explanation are computed from the verdict's
-own copies of the tensors when first asked for (``Plan._regions``).  On the
-CPU it returns the regions too (cheaper there).  On CUDA, where a small verdict's
+own copies of the tensors when first asked for (``Plan._regions``); a
+signature whose verdicts mostly need them (a fuzzing loop scoring every case)
+switches to the compiled regions function as its verdict.  On the CPU the
+compiled function returns the regions too (cheaper there).  On CUDA, where a small verdict's
 time is the host launching a dozen kernels, the flags function runs as a
 CUDA graph (``NUMORACLE_CUDAGRAPHS``: ``auto``, the default, for signatures
 of at most ``CUDAGRAPH_MAX_ELEMENTS`` output elements; ``always``;
@@ -63,6 +65,9 @@ CUDAGRAPH_MAX_ELEMENTS = 1 << 24
 # reduction loops; rms_norm at 1e6 on one core, best of 4 interleaved runs: 63.9 ns/element
 # flags alone, 52.2 with the regions returned (the H200 gained time and memory at every size)
 FLAGS_ONLY_DEVICES = {"cuda"}
+# a flags-only signature whose verdicts mostly need their regions (at least this many, and at
+# least half of them) switches to its compiled regions function as its verdict
+REGIONS_WANTED = 3
 
 # device types where compiled quantizer judgements were checked equal to eager ones
 # (scripts/compiled_parity.py --quantizer-devices); elsewhere they are judged eagerly
@@ -212,7 +217,9 @@ class Plan:
         self.graphs = False        # whether it runs as a CUDA graph
         self.sites_checked = False  # the traced sites were compared with the eager run's
         self.regions_fn = None     # the compiled regions (see _regions)
-        self.region_calls = 0      # verdicts of this signature whose regions were needed
+        self.region_calls = 0      # flags-only verdicts of this signature whose regions were needed
+        self.flag_calls = 0        # flags-only verdicts of this signature
+        self.full = False          # whether self.fn returns the regions with the flags
         self.region_failed = None  # why the regions stay eager
 
     @property
@@ -321,11 +328,17 @@ class Plan:
         tensors = []
         for x in list(inputs) + list(outputs):
             tensors += _struct(x)[1]
-        full = self.device not in FLAGS_ONLY_DEVICES
+        if (not self.full and self.regions_fn is not None and self.region_calls >= REGIONS_WANTED
+                and 2 * self.region_calls >= self.flag_calls):
+            # most verdicts of this signature read their regions (a fuzzing loop scoring every
+            # case, a campaign measuring margins): one function returning them beats two
+            self.fn, self.full, self.graphs = self.regions_fn, True, False
         try:
             if self.fn is None:
+                self.full = self.device not in FLAGS_ONLY_DEVICES
                 self.graphs = _cudagraphs(self.device, self.elements)
-                self.fn = self._core(full=full, graphs=self.graphs)
+                self.fn = self._core(full=self.full, graphs=self.graphs)
+            full = self.full
             try:
                 whats, flags, *regions = self.fn(*tensors)
             except Exception:
@@ -342,6 +355,7 @@ class Plan:
             # (a CUDA graph's next replay reuses their buffer)
             kept = [t.clone() for t in tensors]
             flags = [bool(v) for v in flags.tolist()]
+            self.flag_calls += not full
         except Exception as exc:      # never let the fast path change a verdict: judge eagerly
             self._fail(exc)
             return None

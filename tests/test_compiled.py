@@ -361,3 +361,26 @@ def test_on_the_cpu_the_compiled_verdict_returns_its_regions(policy):
     assert torch.equal(vc.outputs[0].rejected, ve.outputs[0].rejected)
     assert vc.explain() == ve.explain()
     assert plan.region_calls == 0 and plan.regions_fn is None
+
+
+def test_a_signature_whose_verdicts_all_need_their_regions_switches_to_one_function(policy, flags_only):
+    """A fuzzing loop scores every case from its region: after a few verdicts the
+    signature's compiled regions function becomes its verdict (one call, not two)."""
+    op, inputs, params, outs, ve, _ = _eager_and_compiled(policy, faults=("ulp_off_store",))
+    plan = _only_plan()
+    for _ in range(compiled.REGIONS_WANTED + 2):
+        v = check(op.reference, outs, inputs, params)
+        assert torch.equal(v.outputs[0].rejected, ve.outputs[0].rejected)
+        assert v.explain() == ve.explain()
+    assert plan.full and plan.fn is plan.regions_fn and not plan.graphs
+    assert plan.region_calls == compiled.REGIONS_WANTED
+
+
+def test_a_signature_whose_verdicts_rarely_need_regions_keeps_the_flags_alone(policy, flags_only):
+    op, inputs, params, outs, _, _ = _eager_and_compiled(policy)
+    plan = _only_plan()
+    for k in range(12):
+        v = check(op.reference, outs, inputs, params)
+        if k % 4 == 0:
+            v.outputs[0].centre                 # one verdict in four reads its region
+    assert plan.region_calls == 3 and plan.regions_fn is not None and not plan.full
