@@ -14,7 +14,6 @@ import torch
 
 import numoracle as no
 from numoracle.assumptions import for_backend
-from numoracle.formats import fp32
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "parity_kernel.py"
 

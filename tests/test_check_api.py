@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import numoracle as no
-from numoracle.formats import bf16, fp32
+from numoracle.formats import fp32
 
 
 @no.reference

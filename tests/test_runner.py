@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from numoracle.runner import RunResult, fuzz, judge
-from numoracle.runner.outcomes import boundary_score, site_kind
+from numoracle.runner.outcomes import site_kind
 from numoracle.strategies import GROUPS, Case, cases
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -50,8 +50,8 @@ def _quantizers(refs) -> list:
         q = refs[next(iter(idx.values()))].quantizer
         if "scales" not in idx:
             raise InvalidArgument(
-                f"a reference program returns a quantizer's codes without its scales; the codes can only "
-                f"be judged conditioned on the kernel's stored scales: return both (q.codes, q.scales).")
+                "a reference program returns a quantizer's codes without its scales; the codes can only "
+                "be judged conditioned on the kernel's stored scales: return both (q.codes, q.scales).")
         out.append((q, idx["scales"], idx.get("codes")))
     return out
 
