@@ -336,7 +336,9 @@ class Plan:
         try:
             if self.fn is None:
                 self.full = self.device not in FLAGS_ONLY_DEVICES
-                self.graphs = _cudagraphs(self.device, self.elements)
+                # a CUDA graph's outputs are overwritten by its next replay: only the flags,
+                # read at once, may come from one (never regions that a verdict keeps)
+                self.graphs = not self.full and _cudagraphs(self.device, self.elements)
                 self.fn = self._core(full=self.full, graphs=self.graphs)
             full = self.full
             try:

@@ -335,7 +335,7 @@ def test_cuda_graphs_only_for_small_cuda_signatures_and_a_bad_setting_says_what_
         compiled._cudagraphs("cuda", 10)
 
 
-def test_a_program_not_traceable_whole_is_compiled_without_cuda_graphs(policy, monkeypatch):
+def test_a_program_not_traceable_whole_is_compiled_without_cuda_graphs(policy, monkeypatch, flags_only):
     """cross_entropy's mean reads its row count to the host (a graph break): asked to
     run as a CUDA graph (here, forced on the CPU, where Inductor runs none), it is
     traced whole first, and on failure compiled as it comes, with the same verdict."""
@@ -384,3 +384,16 @@ def test_a_signature_whose_verdicts_rarely_need_regions_keeps_the_flags_alone(po
         if k % 4 == 0:
             v.outputs[0].centre                 # one verdict in four reads its region
     assert plan.region_calls == 3 and plan.regions_fn is not None and not plan.full
+
+
+def test_a_function_returning_regions_never_runs_as_a_cuda_graph(policy, monkeypatch):
+    """A replay overwrites a graph's outputs, so regions a verdict keeps must not come from one."""
+    monkeypatch.setattr(compiled, "_cudagraphs", lambda device, elements: True)
+    _eager_and_compiled(policy)
+    plan = _only_plan()
+    assert plan.full and not plan.graphs                      # the CPU returns regions
+    compiled.clear()
+    monkeypatch.setattr(compiled, "FLAGS_ONLY_DEVICES", {"cuda", "cpu"})
+    _eager_and_compiled(policy)
+    plan = _only_plan()
+    assert not plan.full and plan.graphs                      # flags alone: a graph is allowed
