@@ -33,9 +33,9 @@ status.  The regions, masks and explanation are computed from the verdict's
 own copies of the tensors when first asked for (``Plan._regions``); a
 signature whose verdicts mostly need them (a fuzzing loop scoring every case)
 switches to the compiled regions function as its verdict.  On the CPU the
-compiled function returns the regions too (cheaper there).  On CUDA, where a small verdict's
-time is the host launching a dozen kernels, the flags function runs as a
-CUDA graph (``NUMORACLE_CUDAGRAPHS``: ``auto``, the default, for signatures
+compiled function returns the regions too (cheaper there).  On CUDA, where a
+small verdict's time is the host launching a dozen kernels, the flags
+function runs as a CUDA graph (``NUMORACLE_CUDAGRAPHS``: ``auto``, the default, for signatures
 of at most ``CUDAGRAPH_MAX_ELEMENTS`` output elements; ``always``;
 ``never``).  Its one output, the flags, is read before the next replay can
 overwrite it; a graph keeps its buffers (and a copy of its inputs) between
@@ -44,6 +44,7 @@ calls, hence the size limit.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import types
@@ -200,6 +201,27 @@ def _judged(name, fmt, kernel, region, shape, device, modes, flags):
     return out
 
 
+def _part(region, j, k=None):
+    """Output j's part of a verdict's regions (``region()``): all of it, or its k-th tensor."""
+    r = region()[j]
+    return r if k is None else r[k]
+
+
+def _detail(eager, j, i):
+    return eager()[1][j].detail(i)
+
+
+def _quantizer_judgement(name, fmt, kernel, part, detail, shape, flags):
+    """A quantizer output's ``OutputJudgement`` from a compiled verdict's flags (any
+    rejected, any uncertified); ``part(k)`` is the k-th of its judgement's tensors
+    (centre, lo, hi, qlo, qhi, rejected, uncertified), computed when first needed."""
+    from .verdict import OutputJudgement
+    return OutputJudgement(
+        name, fmt, kernel, lambda: part(0), None, None, None, None, lambda: part(5), lambda: part(6),
+        lambda: ~torch.isfinite(kernel()) & ~part(6), lambda: part(5), detail=detail,
+        bounds=lambda: tuple(part(k) for k in range(1, 5)), shape=shape, flags=tuple(flags))
+
+
 class Plan:
     """One signature: its eager facts (site labels, output names) and, once
     compiled, the compiled function."""
@@ -324,7 +346,6 @@ class Plan:
         asked for, describe this call even when the caller reuses its buffers."""
         from .certificates import Certificate
         from .check import NONFINITE_POLICY_TEXT
-        from .verdict import OutputJudgement
         tensors = []
         for x in list(inputs) + list(outputs):
             tensors += _struct(x)[1]
@@ -376,18 +397,12 @@ class Plan:
             shape = tuple(t.shape)
             if self.quant_outputs[j]:
                 n = 2
-                part = (lambda j: lambda k: region()[j][k])(j)
-                judged.append(OutputJudgement(
-                    name, fmt, kernel, (lambda f: lambda: f(0))(part), None, None, None, None,
-                    (lambda f: lambda: f(5))(part), (lambda f: lambda: f(6))(part),
-                    (lambda k, f: lambda: ~torch.isfinite(k()) & ~f(6))(kernel, part),
-                    (lambda f: lambda: f(5))(part),
-                    detail=(lambda j: lambda i: eager()[1][j].detail(i))(j),
-                    bounds=(lambda f: lambda: tuple(f(k) for k in range(1, 5)))(part),
-                    shape=shape, flags=tuple(flags[at:at + n])))
+                judged.append(_quantizer_judgement(name, fmt, kernel, functools.partial(_part, region, j),
+                                                   functools.partial(_detail, eager, j), shape,
+                                                   flags[at:at + n]))
             else:
                 n = len(self.modes) + 1
-                judged.append(_judged(name, fmt, kernel, (lambda j: lambda: region()[j])(j), shape,
+                judged.append(_judged(name, fmt, kernel, functools.partial(_part, region, j), shape,
                                       self.ref_device, self.modes, flags[at:at + n]))
             at += n
         return judged, Certificate(inputs=policy, compute=lambda: eager()[0]), policy

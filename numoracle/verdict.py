@@ -3,6 +3,7 @@ explanation of the worst element (DESIGN §3, STYLE.md)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -67,10 +68,7 @@ class OutputJudgement:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
 
 @dataclass

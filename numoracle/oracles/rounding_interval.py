@@ -4,10 +4,11 @@ With [lo, hi] the pre-store acceptance interval of an element, a stored value
 y in format F is accepted iff RN_F(lo) <= y <= RN_F(hi).  Rounding is monotone,
 so these are exactly the storage values that are the rounding of some value of
 the interval: equivalently, those whose rounding cell meets [lo, hi], which is
-how the check is computed off the CPU (``cell``, ``accepted_interval``).  The comparison is exact (float64 holds every value of every
-supported format), with +0 == -0.  A truncating store, an off-by-one-ulp store
-or a wrong tie rule lands outside whenever the interval is narrower than an
-output ulp — which symmetric |y - ref| <= atol + rtol|ref| rules cannot see.
+how the check is computed off the CPU (``cell``, ``accepted_interval``).  The
+comparison is exact (float64 holds every value of every supported format),
+with +0 == -0.  A truncating store, an off-by-one-ulp store or a wrong tie
+rule lands outside whenever the interval is narrower than an output ulp —
+which symmetric |y - ref| <= atol + rtol|ref| rules cannot see.
 """
 
 from __future__ import annotations
