@@ -74,6 +74,17 @@ REGIONS_WANTED = 3
 # (scripts/compiled_parity.py --quantizer-devices); elsewhere they are judged eagerly
 QUANTIZER_DEVICES = {"cpu", "cuda"}
 
+# Inductor options of every compiled verdict.  The calculus rounds by casts (formats.round,
+# representable): a compiled cast must round as torch's eager cast does.
+# - emulate_precision_casts: otherwise Inductor may keep a value cast to bf16/fp16 in fp32
+#   inside a fused kernel, skipping its rounding;
+# - pattern_matcher off: torch 2.11's pattern ``pointless_convert`` replaces any chain of two
+#   float casts by one, so x.to(float32).to(float64) became x (on the H200, 1.57 million of
+#   2.35 million inputs of scripts/cuda_rounding_check.py rounded wrongly; none with it off).
+#   The patterns rewrite graphs for AMP, attention and matrix products, none of which a verdict
+#   has (rms_norm and softmax at 1e8 on the H200: 3.60 and 3.78 ms with them, 3.69 and 3.83 without).
+COMPILE_OPTIONS = {"emulate_precision_casts": True, "pattern_matcher": False}
+
 _lock = threading.Lock()
 _plans: dict = {}
 _serial = [0]
@@ -279,10 +290,7 @@ class Plan:
             _serial[0] += 1
             code = code.replace(co_name=f"numoracle_{'regions' if full else 'verdict'}_{_serial[0]}")
         fn = types.FunctionType(code, fn.__globals__, code.co_name, fn.__defaults__, fn.__closure__)
-        # emulate_precision_casts: without it Inductor may keep a value cast to bf16/fp16 inside a
-        # fused kernel in fp32, skipping the rounding the calculus relies on (format roundings
-        # are casts); with it every cast rounds as torch's eager cast does
-        options = {"emulate_precision_casts": True}
+        options = dict(COMPILE_OPTIONS)
         keep = getattr(torch.compiler, "keep_tensor_guards_unsafe", None)
         if keep is not None:
             # the plan's key already fixes everything but the tensors that the trace depends

@@ -295,32 +295,28 @@ _FAST_RNE = ("fp32", "fp16", "bf16")
 
 def _rne_fast(x: torch.Tensor, fmt: Format) -> torch.Tensor:
     """RNE with IEEE overflow to fp32/fp16/bf16 through torch casts, without
-    bit manipulation (so that compiled code vectorises it).
+    a grid (so that compiled code vectorises it).
 
-    float64 -> float32 is one correct rounding.  For the 16-bit formats torch
-    rounds through float32, and the second rounding can differ from a direct
-    one only where the first landed exactly on a midpoint of the target
-    format (midpoints are float32 values, so the first rounding cannot cross
-    one) and was inexact: there the answer is the neighbour on x's side of
-    the midpoint.  With t = RN32(x) and b = RN16(t), t is a midpoint iff
-    t != b and 2t - b (exact in float32) is a value of the format: the other
-    neighbour.
+    float64 -> float32 is one correct rounding.  For the 16-bit formats, x is
+    first rounded to *odd* in float32: toward zero, then the last significand
+    bit set where that was inexact.  float32 has at least two more bits than
+    fp16 or bf16 on every binade (subnormals included), and a value rounded to
+    odd with two extra bits rounds to nearest-even as x itself would (Boldo
+    and Melquiond, "Emulation of FMA and correctly rounded sums: proved
+    algorithms using rounding to odd", IEEE TC 2008): the second, RNE cast
+    is the correct rounding of x.  The float32 midpoints and overflow
+    threshold of the 16-bit format are float32 values, which rounding to odd
+    never reaches from an inexact x.  Past float32's range the first cast
+    gives inf and toward zero max_float32, which overflows both formats.
     """
     t = x.to(torch.float32)
     if fmt.name == "fp32":
         return t.to(torch.float64)
-    dt = fmt.torch_dtype
-    b = t.to(dt).to(torch.float32)
-    other = b + 2 * (t - b)
-    tie = (t != b) & (other.to(dt).to(torch.float32) == other) & (t.to(torch.float64) != x)
-    up = x > t.to(torch.float64)
-    fixed = torch.where(tie, torch.where(up, torch.maximum(b, other), torch.minimum(b, other)), b)
-    # past float32's range (or into its overflow) the casts give inf: decide overflow on x itself
-    past = (fixed.abs() == float("inf")) & (x.abs() != float("inf"))
-    big = torch.where(x.abs() < _overflow_threshold(fmt), torch.full_like(x, fmt.max_finite),
-                      torch.full_like(x, float("inf")))
-    out = fixed.to(torch.float64)
-    return torch.where(past, torch.copysign(big, x), out)
+    td = t.to(torch.float64)
+    # as int32 a float32 is sign and magnitude: minus one steps the magnitude toward zero
+    bits = t.view(torch.int32) - (td.abs() > x.abs()).to(torch.int32)
+    bits = bits | (td != x).to(torch.int32)
+    return bits.view(torch.float32).to(fmt.torch_dtype).to(torch.float64)
 
 
 def _overflow_threshold(fmt: Format) -> float:
@@ -335,35 +331,23 @@ def representable(x: torch.Tensor, fmt) -> torch.Tensor:
     fmt = _fmt(fmt)
     if fmt.precision == 53:
         return ~torch.isnan(x)
-    if fmt.name in _FAST_RNE and x.device.type == "cpu":      # casts: see round()
+    if fmt.name in _FAST_RNE:                       # casts: see round()
         t = x.to(torch.float32)
         exact = t.to(torch.float64) == x
         if fmt.name != "fp32":
             exact = exact & (t.to(fmt.torch_dtype).to(torch.float32) == t)
         return exact
-    if fmt.name in _FAST_RNE:
-        return _representable_by_spacing(x, fmt)
     return round(x, fmt) == x
-
-
-def _representable_by_spacing(x: torch.Tensor, fmt: Format) -> torch.Tensor:
-    """``representable`` for fp32/bf16/fp16 off the CPU, without casts: compiled for
-    the H200, x.to(float32).to(float64) == x held for values that are not float32
-    values (the round trip was folded away; scripts/cuda_rounding_check.py).  x is
-    a value iff it is within range and a whole multiple of fmt's spacing at |x|."""
-    finite = torch.isfinite(x)
-    a = torch.where(finite, x.abs(), 0.0)
-    t = a * _exp2i(-_grid_exp(a, fmt))
-    return (finite & (t == torch.floor(t)) & (a <= fmt.max_finite)) | torch.isinf(x)
 
 
 def cells_preferred(t: torch.Tensor) -> bool:
     """Whether the verdict's hot paths test intervals against a value's cell
-    (``nearest_cell``) rather than round both ends: off the CPU, where rounding
-    takes the grid path (H200, rms_norm at 1e8: 15% less verdict time).  On the
-    CPU two roundings by casts cost less than one cell (measured: about 2 ns
-    per element less in an rms_norm verdict)."""
-    return t.device.type != "cpu"
+    (``nearest_cell``) rather than round both ends.  On no device now: rounding
+    by casts costs less.  Measured on the H200 (rms_norm and softmax at 1e8,
+    compiled): 2.92 and 3.33 ms with cells, 2.14 and 2.91 ms rounding both
+    ends; on the CPU two roundings cost about 2 ns per element less than one
+    cell (rms_norm).  The cell path stays tested (tests/test_compiled.py)."""
+    return False
 
 
 NEAREST_CELL_FORMATS = ("fp32", "bf16", "fp16")
@@ -480,9 +464,9 @@ def round(x, fmt, mode: str = "rne", overflow: str = "inf") -> torch.Tensor:
     _choice(overflow, OVERFLOWS, "overflow")
     if overflow == "torch":
         overflow = _torch_overflow(fmt)
-    # the cast path on the CPU only: compiled for an H200 (Triton 3.6, Inductor), its casts gave
-    # other values than eager ones (scripts/cuda_rounding_check.py); the grid path is exact there
-    if mode == "rne" and overflow == "inf" and fmt.name in _FAST_RNE and x.device.type == "cpu":
+    # casts, on every device: compiled, they round as eager casts do under
+    # numoracle.compiled.COMPILE_OPTIONS (scripts/cuda_rounding_check.py, on the H200 too)
+    if mode == "rne" and overflow == "inf" and fmt.name in _FAST_RNE:
         return _rne_fast(x, fmt)
     finite = torch.isfinite(x)
     if fmt.precision == 53:

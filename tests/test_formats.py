@@ -619,7 +619,7 @@ def _double_rounding_hazards(fmt):
 
 @pytest.mark.parametrize("fmt", (F.fp16, F.bf16), ids=ids)
 def test_rne_by_casts_fixes_every_double_rounding(fmt):
-    """The cast path (float32, then the 16-bit format, with the midpoint fix) equals the grid path
+    """The cast path (float32 rounded to odd, then the 16-bit format) equals the grid path
     on every value, midpoint and neighbour, where rounding through float32 alone goes wrong."""
     x = _double_rounding_hazards(fmt)
     got, want = F._rne_fast(x, fmt), _general_rne(x, fmt)
@@ -710,14 +710,14 @@ def test_nearest_cell_refuses_other_formats():
 
 
 @pytest.mark.parametrize("fmt", [F.bf16, F.fp16, F.fp32], ids=str)
-def test_representable_by_spacing(fmt):
-    """The representability test used off the CPU (no casts: see formats.representable), on every
-    value, midpoint and neighbour of a 16-bit format, and specials."""
+def test_representable_against_the_grid_path(fmt):
+    """representable (casts, on every device) against the grid path's rounding (no casts), on
+    every value, midpoint and neighbour of a 16-bit format, and specials."""
     x = _double_rounding_hazards(F.bf16 if fmt is F.fp32 else fmt)
     x = torch.cat([x, torch.tensor([math.inf, -math.inf, math.nan, 0.0, -0.0, 1e300, -1e-300, 1e-320,
                                     fmt.max_finite, fmt.min_subnormal, fmt.min_subnormal / 2],
                                    dtype=torch.float64)])
-    assert torch.equal(F._representable_by_spacing(x, fmt), _general_rne(x, fmt) == x)
+    assert torch.equal(F.representable(x, fmt), _general_rne(x, fmt) == x)
 
 
 def test_exp2i_reaches_both_ends_of_float64():
