@@ -601,11 +601,13 @@ def _library_error(t: Tracked, call: str, x_abs, what: str) -> Tracked:
 def ulp_bound_fp32(mag: Tensor) -> Tensor:
     """An upper bound on the fp32 ulp of every value of magnitude <= mag: the
     ulp of the binade of mag rounded to fp32 (never smaller than the exact one)."""
-    t = mag.to(torch.float32).abs().to(torch.float64)
-    # fp32's spacing there (formats.ulp: no exp2); 2**105, the spacing the exponent field 255
-    # would have, for the magnitudes that overflow float32 (and NaN)
+    t = mag.to(torch.float32).abs()
+    # fp32's spacing there, from t's float32 exponent bits (int32: cheaper than formats.ulp's
+    # int64 on a GPU); 2**105, the spacing the exponent field 255 would have, for the
+    # magnitudes that overflow float32 (and NaN)
     finite = torch.isfinite(t)
-    return torch.where(finite, F.ulp(torch.where(finite, t, 0.0), F.fp32), 2.0 ** 105)
+    u, _ = F._value_spacing(torch.where(finite, t, 0.0).to(torch.float64), F.fp32)
+    return torch.where(finite, u, 2.0 ** 105)
 
 
 def _ulps_text(model) -> str:
