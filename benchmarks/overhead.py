@@ -43,7 +43,7 @@ def measure(op_name: str, n: int, device: str, reps: int, profile_to: str = "") 
             tensors += compiled._struct(x)[1]
         row["fn_s"] = B._time(lambda: plan.fn(*tensors), device, reps)
         row["fn_launch_s"] = B._time(lambda: plan.fn(*tensors), device, reps, wait=False)
-        row["fn_and_flags_s"] = B._time(lambda: plan.fn(*tensors)[-1].tolist(), device, reps)
+        row["fn_and_flags_s"] = B._time(lambda: plan.fn(*tensors)[1].tolist(), device, reps)
         row["cuda_graphs"] = plan.graphs
         row["copies_s"] = B._time(lambda: [t.clone() for t in tensors], device, reps)
         if hasattr(torch, "_foreach_copy_"):
@@ -84,7 +84,10 @@ def measure(op_name: str, n: int, device: str, reps: int, profile_to: str = "") 
         ev = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
         row["kernels"] = len(ev)
         row["device_busy_s"] = sum(e.device_time for e in ev) / 1e6
-        row["kernel_names"] = sorted({e.name[:80] for e in ev})
+        per = {}
+        for e in ev:
+            per[e.name[:80]] = per.get(e.name[:80], 0.0) + e.device_time
+        row["kernel_times_us"] = sorted(per.items(), key=lambda kv: -kv[1])
         B._ref64(op_name, inputs, params)
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:

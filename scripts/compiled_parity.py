@@ -90,9 +90,12 @@ def main(argv=None) -> int:
                     help="also compare verdicts whose regions come from the compiled regions function")
     ap.add_argument("--quantizer-devices", default="",
                     help="device types to add to compiled.QUANTIZER_DEVICES (e.g. cuda), to check them")
+    ap.add_argument("--flags-only-devices", default="",
+                    help="device types to add to compiled.FLAGS_ONLY_DEVICES (e.g. cpu), to check that path here")
     a = ap.parse_args(argv)
     from numoracle import backends, compiled, operators
     compiled.QUANTIZER_DEVICES.update(d for d in a.quantizer_devices.split(",") if d)
+    compiled.FLAGS_ONLY_DEVICES.update(d for d in a.flags_only_devices.split(",") if d)
     if a.backend == "gpu":
         backends.select("gpu")
     rows, bad = [], 0
@@ -116,12 +119,19 @@ def main(argv=None) -> int:
                 row.update(compare(ve, vc))
                 if a.regions:
                     # the regions are computed eagerly the first time a signature needs them and
-                    # compiled from the next time on: compare a verdict whose regions come compiled
-                    for _ in range(2):
+                    # compiled from the next time on; a signature whose verdicts keep reading them
+                    # then switches to the regions function as its verdict (compiled.REGIONS_WANTED):
+                    # compare verdicts from every stage
+                    again = {"same": True}
+                    for _ in range(compiled.REGIONS_WANTED + 2):
                         vr, _ = _judge(op, outs, inputs, params, "always", a.backend)
-                        again = compare(ve, vr)
-                    row["regions_compiled"] = all(p.regions_fn is not None and p.region_failed is None
-                                                  for p in compiled._plans.values())
+                        one = compare(ve, vr)
+                        again = one if again["same"] else again
+                    # (where the verdict returns its regions from the start there is nothing to switch)
+                    row["regions_compiled"] = all(
+                        (p.regions_fn is not None or p.device not in compiled.FLAGS_ONLY_DEVICES)
+                        and p.region_failed is None for p in compiled._plans.values())
+                    row["switched"] = all(p.full for p in compiled._plans.values())
                     row["regions"] = again
                     row["same"] = row["same"] and again["same"] and row["regions_compiled"]
             except Exception as exc:       # one operator must not end the run
@@ -133,7 +143,8 @@ def main(argv=None) -> int:
                   f"{st.get('eager', '?'):>11s}/{st.get('compiled', '?'):<11s} "
                   f"dc={st.get('centre_rel_diff', float('nan')):.1e} dr={st.get('radius_rel_diff', float('nan')):.1e} "
                   f"eager {row.get('eager_s', float('nan')):.3f}s compiled {row.get('compiled_s', float('nan')):.3f}s "
-                  f"(compile {row.get('compile_s', float('nan')):.0f}s) {row.get('error', '')}", flush=True)
+                  f"(compile {row.get('compile_s', float('nan')):.0f}s) switched={row.get('switched', '-')} {row.get('error', '')}",
+                  flush=True)
     print(f"{len(rows)} kernels, {bad} with a difference")
     if a.out:
         meta = {"backend": a.backend, "rows": a.rows, "cols": a.cols, "torch": torch.__version__,
