@@ -309,14 +309,62 @@ def _rne_fast(x: torch.Tensor, fmt: Format) -> torch.Tensor:
     never reaches from an inexact x.  Past float32's range the first cast
     gives inf and toward zero max_float32, which overflows both formats.
     """
-    t = x.to(torch.float32)
     if fmt.name == "fp32":
-        return t.to(torch.float64)
+        return x.to(torch.float32).to(torch.float64)
+    return _to_odd_fp32(x).to(fmt.torch_dtype).to(torch.float64)
+
+
+def _to_odd_fp32(x: torch.Tensor) -> torch.Tensor:
+    """x rounded to odd in float32 (a float32 tensor): toward zero, then the last
+    significand bit set where that was inexact; NaN stays NaN."""
+    t = x.to(torch.float32)
     td = t.to(torch.float64)
     # as int32 a float32 is sign and magnitude: minus one steps the magnitude toward zero
     bits = t.view(torch.int32) - (td.abs() > x.abs()).to(torch.int32)
-    bits = bits | (td != x).to(torch.int32)
-    return bits.view(torch.float32).to(fmt.torch_dtype).to(torch.float64)
+    return (bits | (td != x).to(torch.int32)).view(torch.float32)
+
+
+# devices where rounding to fp8 (rne) and directed rounding to fp32 go through casts; checked
+# against the grid path by tests/test_formats.py (CPU) and scripts/cuda_rounding_check.py, which
+# has not run on a GPU with them yet: add "cuda" once it passes there
+EXTRA_CAST_DEVICES = {"cpu"}
+_CAST_FP8 = ("e4m3fn", "e5m2")
+
+
+def _rne_fp8_unbounded(x: torch.Tensor, fmt: Format) -> torch.Tensor:
+    """RNE to e4m3fn/e5m2 through float32 rounded to odd (see ``_rne_fast``: float32
+    has more than two extra bits), finite x only, with ±inf where the rounding with an
+    unbounded exponent exceeds max_finite (``round`` applies the overflow rule to
+    that): the casts' own overflow rules (NaN, saturation, inf) differ between torch
+    and Triton, so overflow is decided on x.  At the threshold, max_finite plus half
+    a top-binade ulp, the tie goes to max_finite when its significand is even
+    (e4m3fn's 448), past the range otherwise (e5m2's 57344)."""
+    y = _to_odd_fp32(x).to(fmt.torch_dtype).to(torch.float64)
+    thr = _overflow_threshold(fmt)
+    m = fmt.max_finite
+    odd_max = (m / 2.0 ** (math.frexp(m)[1] - fmt.precision)) % 2 == 1
+    a = x.abs()
+    over = (a >= thr) if odd_max else (a > thr)
+    return torch.where(over, torch.copysign(torch.full_like(x, math.inf), x), y)
+
+
+def _directed_fp32(x: torch.Tensor, mode: str) -> torch.Tensor:
+    """Rounding up or down to float32 with IEEE overflow (up: +inf past the top,
+    -max_finite below the bottom; down the mirror): the nearest float32 value, moved
+    one step toward x where it lies on x's wrong side."""
+    t = x.to(torch.float32)
+    td = t.to(torch.float64)
+    up = mode == "up"
+    step = (td < x) if up else (td > x)                  # False for NaN and infinities
+    # as int32 sign and magnitude: +1 moves away from zero, -1 toward it; from a zero,
+    # the smallest subnormal on the side of the step
+    away = (t > 0) if up else (t < 0)
+    moved = (t.view(torch.int32) + torch.where(away, 1, -1).to(torch.int32)).view(torch.float32)
+    moved = torch.where(t == 0, FP32_MIN_SUBNORMAL if up else -FP32_MIN_SUBNORMAL, moved)
+    return torch.where(step, moved, t).to(torch.float64)
+
+
+FP32_MIN_SUBNORMAL = 2.0 ** -149
 
 
 def _overflow_threshold(fmt: Format) -> float:
@@ -468,9 +516,20 @@ def round(x, fmt, mode: str = "rne", overflow: str = "inf") -> torch.Tensor:
     # numoracle.compiled.COMPILE_OPTIONS (scripts/cuda_rounding_check.py, on the H200 too)
     if mode == "rne" and overflow == "inf" and fmt.name in _FAST_RNE:
         return _rne_fast(x, fmt)
+    casts = x.device.type in EXTRA_CAST_DEVICES
+    if casts and fmt.name == "fp32" and overflow == "inf" and mode in ("up", "down"):
+        return _directed_fp32(x, mode)
+    return _round_rest(x, fmt, mode, overflow, casts and mode == "rne" and fmt.name in _CAST_FP8)
+
+
+def _round_rest(x: torch.Tensor, fmt: Format, mode: str, overflow: str, fp8_casts: bool) -> torch.Tensor:
+    """``round`` by the grid (an exact power-of-two scaling and a rounding to an
+    integer), or for fp8 by casts (``fp8_casts``); then the overflow rule."""
     finite = torch.isfinite(x)
     if fmt.precision == 53:
         y = x.clone()
+    elif fp8_casts:
+        y = torch.where(finite, _rne_fp8_unbounded(x, fmt), x)
     else:
         xf = torch.where(finite, x, 0.0)
         q = _grid_exp(xf.abs(), fmt)

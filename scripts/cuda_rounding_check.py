@@ -4,7 +4,8 @@
 against the grid path, on every value of the 16-bit formats, every midpoint,
 and the float64 and float32 neighbours of both (the inputs of
 tests/test_formats.py): the cast path (``formats._rne_fast``), ``round()``,
-``representable`` and ``nearest_cell``.  Exit status 1 on any difference.
+``representable``, ``nearest_cell``, and the casts of ``formats.EXTRA_CAST_DEVICES``
+(fp8, float32 up and down).  Exit status 1 on any difference.
 With torch 2.11's Inductor pattern matcher on, a compiled float64 -> float32
 -> float64 round trip was folded away on the H200 (1.57 million of 2.35
 million fp32 inputs differed: docs/results/2026-11-29-h200-rounding-check-cells.txt);
@@ -48,7 +49,36 @@ def main() -> int:
             print(f"{dev} {fmt} {name}: {x.numel()} inputs, {int(diff.sum())} differ"
                   + (f" (first {x[diff][:3].tolist()})" if diff.any() else ""))
     bad += _cells(dev)
+    bad += _extra_casts(dev)
     return 1 if bad else 0
+
+
+def _extra_casts(dev: str) -> int:
+    """The cast paths of ``formats.EXTRA_CAST_DEVICES`` (RNE to e4m3fn/e5m2 in every overflow
+    rule, float32 up and down), eager and compiled on the device (added to that set for the
+    check), against the grid path on the CPU: every fp8 value, midpoint and neighbour, and
+    values across float32's range."""
+    from test_formats import _fp8_hazards
+    bad = 0
+    F.EXTRA_CAST_DEVICES.add(dev)
+    g = torch.Generator().manual_seed(3)
+    spread = torch.exp2(torch.randint(-160, 140, (200_000,), generator=g).to(torch.float64))
+    wide = torch.randn(200_000, generator=g, dtype=torch.float64) * spread
+    cases = [(fmt, "rne", ov) for fmt in (F.e4m3fn, F.e5m2) for ov in ("inf", "saturate", "nan")]
+    cases += [(F.fp32, mode, "inf") for mode in ("up", "down")]
+    for fmt, mode, ov in cases:
+        x = torch.cat([_fp8_hazards(fmt if fmt is not F.fp32 else F.e4m3fn), wide,
+                       _double_rounding_hazards(F.bf16)])
+        want = F._round_rest(x, fmt, mode, ov, False)
+        eager = F.round(x.to(dev), fmt, mode, ov).cpu()
+        comp = torch.compile(lambda t: F.round(t, fmt, mode, ov), dynamic=False,
+                             options=compiled.COMPILE_OPTIONS)(x.to(dev)).cpu()
+        for name, got in (("eager", eager), ("compiled", comp)):
+            diff = ~(((got == want) & (torch.signbit(got) == torch.signbit(want))) | (got.isnan() & want.isnan()))
+            bad += int(diff.sum())
+            print(f"{dev} {fmt} {mode}/{ov} casts {name}: {x.numel()} inputs, {int(diff.sum())} differ"
+                  + (f" (first {x[diff][:3].tolist()})" if diff.any() else ""))
+    return bad
 
 
 def _cells(dev: str) -> int:

@@ -92,8 +92,26 @@ def test_compiled_bf16_rounding_is_exact():
     x = torch.tensor([1 + 2.0 ** -8, 1 + 3 * 2.0 ** -8, 1 + 2.0 ** -8 + 2.0 ** -30, 1.00390625 * 3,
                       65504.0 + 16, 3.3e38, 2.0 ** -133, 2.0 ** -134 * 3], dtype=torch.float64)
     x = torch.cat([x, -x, torch.randn(512, dtype=torch.float64)])
-    f = torch.compile(lambda t: F._rne_fast(t, F.bf16), dynamic=False, options={"emulate_precision_casts": True})
+    f = torch.compile(lambda t: F._rne_fast(t, F.bf16), dynamic=False, options=compiled.COMPILE_OPTIONS)
     assert torch.equal(f(x), F.round(x, F.bf16))
+
+
+def test_compiled_fp8_and_directed_roundings_equal_the_grid_path():
+    """The cast paths for fp8 (saturating, as the quantizer rounds) and for rounding float32 up
+    and down, compiled as a verdict is, against the grid path run eagerly."""
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(4096, generator=g, dtype=torch.float64) * torch.exp2(
+        torch.randint(-150, 130, (4096,), generator=g).to(torch.float64))
+    x = torch.cat([x, torch.tensor([464.0, -464.0, 448.0 + 2.0 ** -40, 61440.0, 0.0, -0.0, math.inf, math.nan],
+                                   dtype=torch.float64)])
+    f = torch.compile(lambda t: (F.round(t, F.e4m3fn, "rne", "saturate"), F.round(t, F.e5m2, "rne", "saturate"),
+                                 F.round(t, F.fp32, "up"), F.round(t, F.fp32, "down")),
+                      dynamic=False, options=compiled.COMPILE_OPTIONS)
+    got = f(x)
+    want = (F._round_rest(x, F.e4m3fn, "rne", "saturate", False), F._round_rest(x, F.e5m2, "rne", "saturate", False),
+            F._round_rest(x, F.fp32, "up", "inf", False), F._round_rest(x, F.fp32, "down", "inf", False))
+    for a, b in zip(got, want):
+        assert torch.equal(a.isnan(), b.isnan()) and torch.equal(a[~a.isnan()], b[~b.isnan()])
 
 
 def test_auto_keeps_small_signatures_eager(policy):

@@ -629,6 +629,62 @@ def test_rne_by_casts_fixes_every_double_rounding(fmt):
     assert not ((naive == want) | (naive.isnan() & want.isnan())).all()
 
 
+def _fp8_hazards(fmt):
+    """Every finite value of an fp8 format, every midpoint between neighbours, the overflow
+    threshold and values past it, and the float64 and float32 neighbours of all of them."""
+    v = torch.arange(0, 256, dtype=torch.int32).to(torch.uint8).view(fmt.torch_dtype).to(torch.float64)
+    v = torch.sort(v[torch.isfinite(v)].unique()).values
+    base = torch.cat([v, (v[1:] + v[:-1]) / 2, torch.tensor([F._overflow_threshold(fmt), fmt.max_finite * 1.5,
+                                                             1e300, 3.5e38, 1e-300, 2.0 ** -149])])
+    inf64 = torch.full_like(base, math.inf)
+    b32 = base.float()
+    up32 = torch.nextafter(b32, torch.full_like(b32, math.inf)).double()
+    dn32 = torch.nextafter(b32, torch.full_like(b32, -math.inf)).double()
+    xs = torch.cat([base, torch.nextafter(base, inf64), torch.nextafter(base, -inf64), up32, dn32,
+                    (base + up32) / 2, (base + dn32) / 2])
+    xs = xs[~torch.isnan(xs)]
+    return torch.cat([xs, -xs, torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan])])
+
+
+def _same_values(got, want):
+    """Equal values, NaN where NaN, and the same sign of zero."""
+    return (((got == want) & (torch.signbit(got) == torch.signbit(want))) | (got.isnan() & want.isnan()))
+
+
+@pytest.mark.parametrize("overflow", F.OVERFLOWS)
+@pytest.mark.parametrize("fmt", (F.e4m3fn, F.e5m2), ids=ids)
+def test_fp8_rne_by_casts_equals_the_grid_path(fmt, overflow):
+    """RNE to fp8 through float32 rounded to odd, with overflow decided on x (e4m3fn's tie at
+    464 goes down to 448, e5m2's at 61440 up past the range), against the grid path, on every
+    value, midpoint and neighbour, in every overflow rule."""
+    assert "cpu" in F.EXTRA_CAST_DEVICES
+    g = torch.Generator().manual_seed(5)
+    spread = torch.exp2(torch.randint(-30, 20, (50_000,), generator=g).to(torch.float64))
+    x = torch.cat([_fp8_hazards(fmt), torch.randn(50_000, generator=g, dtype=torch.float64) * spread])
+    got = F.round(x, fmt, "rne", overflow)
+    rule = F._torch_overflow(fmt) if overflow == "torch" else overflow
+    want = F._round_rest(x, fmt, "rne", rule, False)
+    same = _same_values(got, want)
+    assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
+
+
+@pytest.mark.parametrize("mode", ("up", "down"))
+def test_directed_fp32_by_casts_equals_the_grid_path(mode):
+    """Rounding up and down to float32 by a cast and one step, against the grid path: every
+    bf16 value and midpoint with their float32 and float64 neighbours, random magnitudes over
+    the whole float32 range (subnormals, overflow), zeros of both signs and the specials."""
+    assert "cpu" in F.EXTRA_CAST_DEVICES
+    g = torch.Generator().manual_seed(6)
+    spread = torch.exp2(torch.randint(-160, 140, (200_000,), generator=g).to(torch.float64))
+    x = torch.cat([_double_rounding_hazards(F.bf16), torch.randn(200_000, generator=g, dtype=torch.float64) * spread,
+                   torch.tensor([F.fp32.max_finite, -F.fp32.max_finite, 2.0 ** -149, -2.0 ** -149, 2.0 ** -150,
+                                 -2.0 ** -150, 1e-320, -1e-320, 0.0, -0.0])])
+    got = F.round(x, F.fp32, mode)
+    want = F._round_rest(x, F.fp32, mode, "inf", False)
+    same = _same_values(got, want)
+    assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
+
+
 @pytest.mark.parametrize("fmt", (F.fp32, F.fp16, F.bf16, F.fp64, F.e4m3fn, F.e5m2, F.e2m1), ids=ids)
 def test_representable_is_round_trip_equality(fmt):
     if fmt.bits == 16:
