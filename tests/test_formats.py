@@ -617,13 +617,16 @@ def _double_rounding_hazards(fmt):
     return torch.cat([xs, -xs, torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan])])
 
 
+@pytest.mark.parametrize("how", ("odd", "midpoint"))
 @pytest.mark.parametrize("fmt", (F.fp16, F.bf16), ids=ids)
-def test_rne_by_casts_fixes_every_double_rounding(fmt):
-    """The cast path (float32 rounded to odd, then the 16-bit format) equals the grid path
-    on every value, midpoint and neighbour, where rounding through float32 alone goes wrong."""
+def test_rne_by_casts_fixes_every_double_rounding(fmt, how):
+    """Both cast paths (float32 rounded to odd, then the 16-bit format; or rounded to nearest
+    with the midpoint fix) equal the grid path on every value, midpoint and neighbour, where
+    rounding through float32 alone goes wrong, signs of zero included."""
     x = _double_rounding_hazards(fmt)
-    got, want = F._rne_fast(x, fmt), _general_rne(x, fmt)
-    same = (got == want) | (got.isnan() & want.isnan())
+    got = (F._rne_by_odd if how == "odd" else F._rne_by_midpoint)(x, fmt)
+    want = _general_rne(x, fmt)
+    same = ((got == want) & (torch.signbit(got) == torch.signbit(want))) | (got.isnan() & want.isnan())
     assert same.all(), x[~same][:5]
     naive = x.float().to(fmt.torch_dtype).double()          # plain double rounding: wrong somewhere here
     assert not ((naive == want) | (naive.isnan() & want.isnan())).all()
