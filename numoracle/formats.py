@@ -398,11 +398,9 @@ def _directed_fp32(x: torch.Tensor, mode: str) -> torch.Tensor:
     # the smallest subnormal on the side of the step
     away = (t > 0) if up else (t < 0)
     moved = (t.view(torch.int32) + torch.where(away, 1, -1).to(torch.int32)).view(torch.float32)
-    moved = torch.where(t == 0, FP32_MIN_SUBNORMAL if up else -FP32_MIN_SUBNORMAL, moved)
+    moved = torch.where(t == 0, fp32.min_subnormal if up else -fp32.min_subnormal, moved)
     return torch.where(step, moved, t).to(torch.float64)
 
-
-FP32_MIN_SUBNORMAL = 2.0 ** -149
 
 
 def _overflow_threshold(fmt: Format) -> float:
