@@ -248,6 +248,7 @@ class Plan:
         self.device = device
         self.fn = None             # the compiled verdict (flags only)
         self.graphs = False        # whether it runs as a CUDA graph
+        self.whole = True          # whether the program traces whole (no graph break)
         self.sites_checked = False  # the traced sites were compared with the eager run's
         self.regions_fn = None     # the compiled regions (see _regions)
         self.region_calls = 0      # flags-only verdicts of this signature whose regions were needed
@@ -282,7 +283,9 @@ class Plan:
         ``full`` it returns every output's region (and a quantizer output's
         judgement) beside the flags; without, only the flags (what a verdict's
         status needs): the regions are then dead values that the compiled code
-        never writes."""
+        never writes.  While ``self.whole`` the program is traced whole, with
+        tensor guards only (and as a CUDA graph with ``graphs``); otherwise in
+        pieces around its graph breaks, with all of Dynamo's guards."""
         fn = self._function(full)
         # a code object of its own, so that each signature has its own compile cache
         code = fn.__code__
@@ -292,17 +295,33 @@ class Plan:
         fn = types.FunctionType(code, fn.__globals__, code.co_name, fn.__defaults__, fn.__closure__)
         options = dict(COMPILE_OPTIONS)
         keep = getattr(torch.compiler, "keep_tensor_guards_unsafe", None)
-        if keep is not None:
-            # the plan's key already fixes everything but the tensors that the trace depends
-            # on (program, parameters, profile, p, modes, policy, formats): Dynamo's guards
-            # on globals and closures would only repeat it, on every call (a fifth of a
-            # small verdict's host time)
+        if keep is not None and self.whole:
+            # the plan's key already fixes everything but the tensors that a whole trace depends
+            # on (program, parameters, profile, p, modes, policy, formats): Dynamo's guards on
+            # globals and closures would only repeat it, on every call (a fifth of a small
+            # verdict's host time).  Not around a graph break: the frame resumed after it takes
+            # the value read to the host (cross_entropy's count of kept rows) as a constant,
+            # and only its guard makes a new count recompile instead of reusing the old one
             options["guard_filter_fn"] = keep
-        if graphs:
-            # a CUDA graph only for a program traced whole: around a graph break (a program
-            # that reads a value to the host), the pieces replay slower than they launch
+        if graphs and self.whole:
+            # a CUDA graph only for a program traced whole: around a graph break, the pieces
+            # replay slower than they launch
             options["triton.cudagraphs"] = True
-        return torch.compile(fn, dynamic=False, fullgraph=graphs, options=options)
+        return torch.compile(fn, dynamic=False, fullgraph=self.whole, options=options)
+
+    def _call(self, make, tensors):
+        """make() compiled and called on tensors: (function, outputs).  A program that
+        cannot be traced whole is from then on compiled in pieces (``self.whole``)."""
+        fn = make()
+        try:
+            return fn, fn(*tensors)
+        except Exception:
+            if not self.whole:
+                raise
+            self.whole = False
+            self.graphs = False
+            fn = make()
+            return fn, fn(*tensors)
 
     def _function(self, full: bool):
         """The verdict's tensor code, uncompiled (``_core`` compiles it; run as it
@@ -368,17 +387,11 @@ class Plan:
                 # a CUDA graph's outputs are overwritten by its next replay: only the flags,
                 # read at once, may come from one (never regions that a verdict keeps)
                 self.graphs = not self.full and _cudagraphs(self.device, self.elements)
-                self.fn = self._core(full=self.full, graphs=self.graphs)
+                self.fn, (whats, flags, *regions) = self._call(
+                    lambda: self._core(full=self.full, graphs=self.graphs), tensors)
+            else:
+                whats, flags, *regions = self.fn(*tensors)
             full = self.full
-            try:
-                whats, flags, *regions = self.fn(*tensors)
-            except Exception:
-                if not self.graphs:
-                    raise
-                # not traceable whole (or not as a CUDA graph): compile it as it comes
-                self.graphs = False
-                self.fn = self._core(full=full)
-                whats, flags, *regions = self.fn(*tensors)
             if not self.sites_checked:
                 self._check_sites(whats)
                 self.sites_checked = True
@@ -444,11 +457,11 @@ class Plan:
                         self.region_calls > (1 if self.policy == "always" else AUTO_EAGER_CALLS))
                 try:
                     if compile_now:
-                        self.regions_fn = self._core(full=True)
-                    fn = self.regions_fn or self._function(full=True)
-                    _, again, outs = fn(*kept)
+                        self.regions_fn, (_, again, outs) = self._call(lambda: self._core(full=True), kept)
+                    else:
+                        _, again, outs = (self.regions_fn or self._function(full=True))(*kept)
                 except Exception as exc:
-                    if self.regions_fn is None:
+                    if self.regions_fn is None and not compile_now:
                         raise
                     self.region_failed = f"{type(exc).__name__}: {exc}"
                     self.regions_fn = None

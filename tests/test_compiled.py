@@ -360,7 +360,7 @@ def test_a_program_not_traceable_whole_is_compiled_without_cuda_graphs(policy, m
     monkeypatch.setattr(compiled, "_cudagraphs", lambda device, elements: True)
     op, inputs, params, outs, ve, vc = _eager_and_compiled(policy, "cross_entropy", faults=("ulp_off_store",))
     plan = _only_plan()
-    assert plan.fn is not None and plan.failed is None and plan.graphs is False
+    assert plan.fn is not None and plan.failed is None and plan.graphs is False and plan.whole is False
     assert vc.status == ve.status == "reject"
     assert torch.equal(vc.outputs[0].rejected, ve.outputs[0].rejected)
     compiled.clear()
@@ -368,6 +368,39 @@ def test_a_program_not_traceable_whole_is_compiled_without_cuda_graphs(policy, m
     check(op.reference, outs, inputs, params)
     check(op.reference, outs, inputs, params)
     assert _only_plan().graphs is True                   # rms_norm traces whole
+
+
+@pytest.mark.parametrize("flags", ("regions", "flags_only"))
+def test_a_value_read_to_the_host_is_not_reused_from_an_earlier_call(policy, monkeypatch, flags):
+    """cross_entropy's mean divides by the count of kept rows, read to the host: the frame
+    resumed after that graph break takes it as a constant, which only Dynamo's guard on it
+    keeps from being reused for another count (tensor-only guards did reuse it, and rejected
+    correct outputs). Cases with other counts, correct and faulty, judged compiled as eagerly."""
+    if flags == "flags_only":
+        monkeypatch.setattr(compiled, "FLAGS_ONLY_DEVICES", {"cuda", "cpu"})
+    op = operators.get("cross_entropy")
+    g = torch.Generator().manual_seed(4)
+    cases = []
+    for ignored, faults in ((0, ()), (0, ()), (0, ()), (7, ()), (3, ("ulp_off_store",)), (15, ()), (1, ())):
+        logits = (torch.randn(16, 256, generator=g) * 2).to(torch.bfloat16)
+        labels = torch.randint(0, 256, (16,), generator=g)
+        labels[:ignored] = -100
+        params = {"reduction": "mean", "ignore_index": -100}
+        outs = emulate(op.reference, (logits, labels), params, Plan(seed=1, faults=faults))
+        cases.append(((logits, labels), params, outs))
+    got = {}
+    for p in ("never", "always"):
+        compiled.clear()
+        policy(p)
+        got[p] = []
+        for inputs, params, outs in cases:
+            v = check(op.reference, outs, inputs, params)
+            got[p].append((v.status, v.outputs[0].rejected.clone()))
+    plan = _only_plan()
+    assert plan.fn is not None and plan.failed is None and plan.whole is False
+    assert [s for s, _ in got["never"]] == ["accept"] * 4 + ["reject"] + ["accept"] * 2
+    for (se, me), (sc, mc) in zip(got["never"], got["always"]):
+        assert se == sc and torch.equal(me, mc)
 
 
 def test_on_the_cpu_the_compiled_verdict_returns_its_regions(policy):
