@@ -212,11 +212,10 @@ def judge_masks(fmt, centre, fixed, stat, taint, y, modes):
     (rejected per mode, special), elements without a certificate excluded.
     Pure tensor code: the compiled path runs it inside its graph."""
     keep = ~taint
-    cell = RI.cell(y, fmt)            # y's rounding cell, shared by the modes
     rejected = []
     for m in modes:
         r = fixed if m == "fixed" else stat
-        rejected.append(~RI.accepted_interval(centre - r, centre + r, y, fmt, cell) & keep)
+        rejected.append(~RI.accepted_interval(centre - r, centre + r, y, fmt) & keep)
     return tuple(rejected), ~torch.isfinite(y) & keep
 
 

@@ -424,77 +424,18 @@ def representable(x: torch.Tensor, fmt) -> torch.Tensor:
     return round(x, fmt) == x
 
 
-def cells_preferred(t: torch.Tensor) -> bool:
-    """Whether the verdict's hot paths test intervals against a value's cell
-    (``nearest_cell``) rather than round both ends.  On no device now: rounding
-    by casts costs less.  Measured on the H200 (rms_norm and softmax at 1e8,
-    compiled): 2.92 and 3.33 ms with cells, 2.14 and 2.91 ms rounding both
-    ends; on the CPU two roundings cost about 2 ns per element less than one
-    cell (rms_norm).  The cell path stays tested (tests/test_compiled.py)."""
-    return False
-
-
-NEAREST_CELL_FORMATS = ("fp32", "bf16", "fp16")
-
-
-def nearest_cell(y: torch.Tensor, fmt) -> tuple:
-    """The round-to-nearest-even cell of each value y of fmt (fp32, bf16 or
-    fp16; IEEE overflow), as ``(down, up, closed)``: x rounds to y iff
-    down < x < up, or x is an end and ``closed`` (ties go to y when its
-    significand is even).  The same cells as ``rounding_cell(y, fmt)``, in a
-    dozen vectorisable operations instead of several roundings: the verdict's
-    hot paths (the rounding-interval check, settling a cast) test whether an
-    interval meets a value's cell rather than rounding the interval's ends.
-
-    ±0 share one cell; +inf's is [overflow threshold, +inf] (closed: the tie
-    at the threshold overflows), -inf's its mirror; NaN gives NaN ends.  y
-    must hold values of fmt (decoded outputs, or roundings to fmt)."""
-    fmt = _fmt(fmt)
-    if fmt.name not in NEAREST_CELL_FORMATS:
-        raise InvalidArgument(f"nearest_cell takes one of {NEAREST_CELL_FORMATS}, got {fmt}; "
-                              f"use rounding_cell for other formats.")
-    y = _f64(y, "y")
-    a = y.abs()
-    finite = torch.isfinite(y)
-    af = torch.where(finite, a, 0.0)
-    u, bits = _value_spacing(af, fmt)                    # spacing of fmt at |y|
-    # just below a power of two (above min_normal) the spacing halves
-    halves = (af == u * 2.0 ** (fmt.precision - 1)) & (af > fmt.min_normal)
-    big = u * 0.5                                         # half the gap away from zero
-    small = torch.where(halves, u * 0.25, big)            # half the gap towards zero
-    neg = y < 0
-    up = y + torch.where(neg, small, big)
-    down = y - torch.where(neg, big, small)
-    # ties go to y when its significand is even: the bit of its last place among its float32
-    # bits, except for fp16's subnormals (normal float32 values), whose significand is af / 2**-24
-    closed = ((bits >> (24 - fmt.precision)) & 1) == 0
-    if fmt.name == "fp16":
-        k = af * 2.0 ** 24
-        closed = torch.where(af < fmt.min_normal, torch.floor(k * 0.5) * 2.0 == k, closed)
-    thr = _overflow_threshold(fmt)
-    pinf, ninf = y == math.inf, y == -math.inf
-    up = torch.where(pinf, math.inf, torch.where(ninf, -thr, up))
-    down = torch.where(pinf, thr, torch.where(ninf, -math.inf, down))
-    return down, up, closed | pinf | ninf
-
-
 def _value_spacing(af: torch.Tensor, fmt: Format) -> tuple:
     """fmt's spacing at finite magnitudes af that are values of fmt (fp32, bf16,
-    fp16), and af's float32 bits."""
+    fp16), and af's float32 bits.  Measured against rounding the interval's ends
+    by casts, testing intervals against a value's rounding cell built from this
+    was slower on both the H200 (rms_norm at 1e8: 2.92 against 2.14 ms) and the
+    CPU, and was removed."""
     # such values are float32 values (their casts are exact, whatever rounding a cast does):
     # 2**floor(log2 af) is af with its float32 significand cleared (0 below float32's normals,
     # where fmt's spacing is its smallest anyway).  int32, cheaper than the grid's int64
     b = af.to(torch.float32).view(torch.int32)
     lead = (b & 0x7F800000).view(torch.float32).to(torch.float64)
     return torch.where(af < fmt.min_normal, fmt.min_subnormal, lead * 2.0 ** (1 - fmt.precision)), b
-
-
-def meets_cell(lo: torch.Tensor, hi: torch.Tensor, cell: tuple) -> torch.Tensor:
-    """Whether [lo, hi] meets the cell ``(down, up, closed)`` of ``nearest_cell``:
-    for lo <= hi, exactly RN(lo) <= y <= RN(hi)."""
-    down, up, closed = cell
-    return (((lo < up) | ((lo == up) & closed))
-            & ((hi > down) | ((hi == down) & closed)))
 
 
 def round_scalar(v: float, fmt) -> float:

@@ -4,7 +4,7 @@
 against the grid path, on every value of the 16-bit formats, every midpoint,
 and the float64 and float32 neighbours of both (the inputs of
 tests/test_formats.py): the cast path (``formats._rne_fast``), ``round()``,
-``representable``, ``nearest_cell``, and the casts of ``formats.EXTRA_CAST_DEVICES``
+``representable``, and the casts of ``formats.EXTRA_CAST_DEVICES``
 (fp8, float32 up and down).  Exit status 1 on any difference.
 With torch 2.11's Inductor pattern matcher on, a compiled float64 -> float32
 -> float64 round trip was folded away on the H200 (1.57 million of 2.35
@@ -48,7 +48,6 @@ def main() -> int:
             bad += int(diff.sum())
             print(f"{dev} {fmt} {name}: {x.numel()} inputs, {int(diff.sum())} differ"
                   + (f" (first {x[diff][:3].tolist()})" if diff.any() else ""))
-    bad += _cells(dev)
     bad += _extra_casts(dev)
     return 1 if bad else 0
 
@@ -58,7 +57,6 @@ def _extra_casts(dev: str) -> int:
     rule, float32 up and down), eager and compiled on the device (added to that set for the
     check), against the grid path on the CPU: every fp8 value, midpoint and neighbour, and
     values across float32's range."""
-    from test_formats import _fp8_hazards
     bad = 0
     F.EXTRA_CAST_DEVICES.add(dev)
     g = torch.Generator().manual_seed(3)
@@ -67,7 +65,7 @@ def _extra_casts(dev: str) -> int:
     cases = [(fmt, "rne", ov) for fmt in (F.e4m3fn, F.e5m2) for ov in ("inf", "saturate", "nan")]
     cases += [(F.fp32, mode, "inf") for mode in ("up", "down")]
     for fmt, mode, ov in cases:
-        x = torch.cat([_fp8_hazards(fmt if fmt is not F.fp32 else F.e4m3fn), wide,
+        x = torch.cat([_double_rounding_hazards(fmt if fmt is not F.fp32 else F.e4m3fn), wide,
                        _double_rounding_hazards(F.bf16)])
         want = F._round_rest(x, fmt, mode, ov, False)
         eager = F.round(x.to(dev), fmt, mode, ov).cpu()
@@ -78,34 +76,6 @@ def _extra_casts(dev: str) -> int:
             bad += int(diff.sum())
             print(f"{dev} {fmt} {mode}/{ov} casts {name}: {x.numel()} inputs, {int(diff.sum())} differ"
                   + (f" (first {x[diff][:3].tolist()})" if diff.any() else ""))
-    return bad
-
-
-def _cells(dev: str) -> int:
-    """``nearest_cell`` compiled on the device against ``rounding_cell`` (the grid path, on
-    the CPU) on every finite and infinite bf16/fp16 value and on float32 values across the
-    range, subnormals and the overflow end included."""
-    bad = 0
-    g = torch.Generator().manual_seed(3)
-    spread = 2.0 ** torch.randint(-150, 128, (200_000,), generator=g).to(torch.float64)
-    ends = torch.tensor([0.0, F.fp32.min_subnormal, F.fp32.min_normal, F.fp32.max_finite, float("inf")],
-                        dtype=torch.float64)
-    f32 = torch.cat([torch.randn(200_000, generator=g, dtype=torch.float64) * spread, ends])
-    for fmt in (F.bf16, F.fp16, F.fp32):
-        if fmt is F.fp32:
-            y = f32.to(torch.float32).to(torch.float64)
-        else:
-            y = torch.arange(1 << 16, dtype=torch.int32).to(torch.int16).view(fmt.torch_dtype).to(torch.float64)
-        y = torch.cat([y, -y])
-        y = y[~y.isnan()]
-        lo, hi, lc, hc = F.rounding_cell(y, fmt)
-        comp = torch.compile(lambda t: F.nearest_cell(t, fmt), dynamic=False,
-                             options=compiled.COMPILE_OPTIONS)
-        down, up, closed = (v.cpu() for v in comp(y.to(dev)))
-        diff = (down != lo) | (up != hi) | (closed != lc) | (closed != hc)
-        bad += int(diff.sum())
-        print(f"{dev} {fmt} nearest_cell compiled: {y.numel()} values, {int(diff.sum())} differ"
-              + (f" (first {y[diff][:3].tolist()})" if diff.any() else ""))
     return bad
 
 

@@ -215,27 +215,6 @@ def test_compiled_quantizer_verdicts_equal_eager_ones(policy, monkeypatch, scale
     assert vc["statistical"].assumptions == ve["statistical"].assumptions
 
 
-@pytest.mark.parametrize("name", ["rms_norm", "softmax", "layer_norm"])
-def test_cell_paths_give_the_verdicts_of_roundings(policy, monkeypatch, name):
-    """Off the CPU the rounding-interval check and settled casts test intervals against a value's
-    cell instead of rounding both ends (formats.cells_preferred): the same verdicts, here forced
-    on the CPU, eagerly and compiled, on correct outputs and planted faults."""
-    for faults in [(), ("truncating_store",), ("ulp_off_store",)]:
-        op, inputs, params, outs = _case(name, rows=4, cols=128, faults=faults)
-        policy("never")
-        want = check_modes(op.reference, outs, inputs, params)
-        monkeypatch.setattr(F, "cells_preferred", lambda t: True)
-        got = check_modes(op.reference, outs, inputs, params)
-        policy("always")
-        check_modes(op.reference, outs, inputs, params)
-        comp = check_modes(op.reference, outs, inputs, params)
-        monkeypatch.undo()
-        _assert_same(want, got)
-        _assert_same(want, comp)
-        assert want["statistical"].status == ("accept" if not faults else "reject"), (name, faults)
-    compiled.clear()
-
-
 def test_masks_of_a_compiled_verdict_are_computed_when_asked_for(policy):
     """The compiled function returns flags, not rejected masks: an accepted verdict's
     masks are all False without a pass over the outputs, a rejected one's are the eager ones."""

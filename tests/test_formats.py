@@ -601,11 +601,14 @@ def _general_rne(x, fmt):
 
 
 def _double_rounding_hazards(fmt):
-    """Every finite value of a 16-bit format, every midpoint between neighbours, and the float64
-    and float32 neighbours of both: where rounding through float32 first lands on a midpoint."""
-    v = torch.arange(0, 1 << 16, dtype=torch.int32).to(torch.int16).view(fmt.torch_dtype).double()
+    """Every finite value of a 16-bit or 8-bit format, every midpoint between neighbours, the
+    overflow threshold and values past it, and the float64 and float32 neighbours of all of
+    them: where rounding through float32 first lands on a midpoint."""
+    ints = torch.arange(0, 1 << fmt.bits, dtype=torch.int32)
+    v = ints.to(torch.int16 if fmt.bits == 16 else torch.uint8).view(fmt.torch_dtype).double()
     v = torch.sort(v[torch.isfinite(v)].unique()).values
-    base = torch.cat([v, (v[1:] + v[:-1]) / 2, torch.tensor([F._overflow_threshold(fmt), 1e300, 3.5e38])])
+    base = torch.cat([v, (v[1:] + v[:-1]) / 2, torch.tensor([F._overflow_threshold(fmt), fmt.max_finite * 1.5,
+                                                             1e300, 3.5e38, 1e-300, 2.0 ** -149])])
     inf64 = torch.full_like(base, math.inf)
     b32 = base.float()
     up32 = torch.nextafter(b32, torch.full_like(b32, math.inf)).double()
@@ -632,23 +635,6 @@ def test_rne_by_casts_fixes_every_double_rounding(fmt, how):
     assert not ((naive == want) | (naive.isnan() & want.isnan())).all()
 
 
-def _fp8_hazards(fmt):
-    """Every finite value of an fp8 format, every midpoint between neighbours, the overflow
-    threshold and values past it, and the float64 and float32 neighbours of all of them."""
-    v = torch.arange(0, 256, dtype=torch.int32).to(torch.uint8).view(fmt.torch_dtype).to(torch.float64)
-    v = torch.sort(v[torch.isfinite(v)].unique()).values
-    base = torch.cat([v, (v[1:] + v[:-1]) / 2, torch.tensor([F._overflow_threshold(fmt), fmt.max_finite * 1.5,
-                                                             1e300, 3.5e38, 1e-300, 2.0 ** -149])])
-    inf64 = torch.full_like(base, math.inf)
-    b32 = base.float()
-    up32 = torch.nextafter(b32, torch.full_like(b32, math.inf)).double()
-    dn32 = torch.nextafter(b32, torch.full_like(b32, -math.inf)).double()
-    xs = torch.cat([base, torch.nextafter(base, inf64), torch.nextafter(base, -inf64), up32, dn32,
-                    (base + up32) / 2, (base + dn32) / 2])
-    xs = xs[~torch.isnan(xs)]
-    return torch.cat([xs, -xs, torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan])])
-
-
 def _same_values(got, want):
     """Equal values, NaN where NaN, and the same sign of zero."""
     return (((got == want) & (torch.signbit(got) == torch.signbit(want))) | (got.isnan() & want.isnan()))
@@ -663,7 +649,7 @@ def test_fp8_rne_by_casts_equals_the_grid_path(fmt, overflow):
     assert "cpu" in F.EXTRA_CAST_DEVICES
     g = torch.Generator().manual_seed(5)
     spread = torch.exp2(torch.randint(-30, 20, (50_000,), generator=g).to(torch.float64))
-    x = torch.cat([_fp8_hazards(fmt), torch.randn(50_000, generator=g, dtype=torch.float64) * spread])
+    x = torch.cat([_double_rounding_hazards(fmt), torch.randn(50_000, generator=g, dtype=torch.float64) * spread])
     got = F.round(x, fmt, "rne", overflow)
     rule = F._torch_overflow(fmt) if overflow == "torch" else overflow
     want = F._round_rest(x, fmt, "rne", rule, False)
@@ -710,62 +696,6 @@ def test_round_scalar_matches_round(fmt):
     got = [F.round_scalar(v, fmt) for v in x.tolist()]
     assert all((a == b and math.copysign(1, a) == math.copysign(1, b)) or (a != a and b != b)
                for a, b in zip(got, want))
-
-
-# --------------------------------------------------------------------------- fast nearest cells
-
-def _all_16bit(fmt):
-    v = torch.arange(0, 1 << 16, dtype=torch.int32).to(torch.int16).view(fmt.torch_dtype).double()
-    return v[~v.isnan()]
-
-
-def _fp32_sample():
-    g = torch.Generator().manual_seed(11)
-    spread = 2.0 ** torch.randint(-150, 128, (50_000,), generator=g).to(torch.float64)
-    v = (torch.randn(50_000, generator=g, dtype=torch.float64) * spread).to(torch.float32).double()
-    ends = torch.tensor([0.0, F.fp32.min_subnormal, 2 * F.fp32.min_subnormal, F.fp32.min_normal,
-                         2 * F.fp32.min_normal, 1.0, F.fp32.max_finite, math.inf], dtype=torch.float64)
-    return torch.cat([v, ends, -ends])
-
-
-@pytest.mark.parametrize("fmt", [F.bf16, F.fp16, F.fp32], ids=str)
-def test_nearest_cell_is_the_rounding_cell(fmt):
-    """Every bf16/fp16 value (both zeros, subnormals, both infinities) and float32 values across
-    the range: the cells of the fast path equal those of the grid path."""
-    y = _fp32_sample() if fmt is F.fp32 else _all_16bit(fmt)
-    down, up, closed = F.nearest_cell(y, fmt)
-    lo, hi, lc, hc = F.rounding_cell(y, fmt)
-    assert torch.equal(down, lo) and torch.equal(up, hi)
-    assert torch.equal(closed, lc) and torch.equal(closed, hc)
-
-
-@pytest.mark.parametrize("fmt", [F.bf16, F.fp16], ids=str)
-def test_meets_cell_is_the_rounding_interval_check(fmt):
-    """[lo, hi] meets y's cell iff RN(lo) <= y <= RN(hi): checked with lo and hi at every cell
-    end and at their float64 neighbours, for every value y."""
-    y = _all_16bit(fmt)
-    cell = F.nearest_cell(y, fmt)
-    inf = torch.full_like(y, math.inf)
-    ends = []
-    for e in cell[:2]:
-        ends += [e, torch.nextafter(e, inf), torch.nextafter(e, -inf)]
-    for x in ends + [y]:
-        ok = ~x.isnan()
-        r = _general_rne(x, fmt)
-        # one-sided intervals: [x, +inf) and (-inf, x]
-        assert torch.equal(F.meets_cell(x, inf, cell)[ok], (r <= y)[ok])
-        assert torch.equal(F.meets_cell(-inf, x, cell)[ok], (r >= y)[ok])
-    # and a two-sided one: between the inner neighbours of y's cell ends
-    lo, hi = torch.nextafter(cell[0], inf), torch.nextafter(cell[1], -inf)
-    got = F.meets_cell(lo, hi, cell)
-    want = (_general_rne(lo, fmt) <= y) & (y <= _general_rne(hi, fmt))
-    ok = ~lo.isnan() & ~hi.isnan()
-    assert torch.equal(got[ok], want[ok])
-
-
-def test_nearest_cell_refuses_other_formats():
-    with pytest.raises(InvalidArgument, match="rounding_cell"):
-        F.nearest_cell(torch.zeros(2, dtype=torch.float64), F.e4m3fn)
 
 
 @pytest.mark.parametrize("fmt", [F.bf16, F.fp16, F.fp32], ids=str)

@@ -323,12 +323,7 @@ class Tracked:
         if not self.ctx.any(ok):
             return self
         rlo = F.round(lo, fmt)
-        if fmt.name in F.NEAREST_CELL_FORMATS and F.cells_preferred(lo):
-            # RN(hi) = RN(lo) iff hi lies in RN(lo)'s cell (hi >= lo): one rounding, not two
-            down, up, closed = F.nearest_cell(rlo, fmt)
-            decided = ok & ((hi < up) | ((hi == up) & closed))
-        else:
-            decided = ok & (rlo == F.round(hi, fmt))
+        decided = ok & (rlo == F.round(hi, fmt))
         if not self.ctx.any(decided):
             return self
         # rounding is monotone and lo <= c <= hi: where RN(lo) = RN(hi), RN(c) is that value too

@@ -3,9 +3,7 @@
 With [lo, hi] the pre-store acceptance interval of an element, a stored value
 y in format F is accepted iff RN_F(lo) <= y <= RN_F(hi).  Rounding is monotone,
 so these are exactly the storage values that are the rounding of some value of
-the interval: equivalently, those whose rounding cell meets [lo, hi], which is
-how the check is computed off the CPU (``cell``, ``accepted_interval``).  The
-comparison is exact (float64 holds every value of every supported format),
+the interval (``accepted_interval``).  The comparison is exact (float64 holds every value of every supported format),
 with +0 == -0.  A truncating store, an off-by-one-ulp store or a wrong tie
 rule lands outside whenever the interval is narrower than an output ulp —
 which symmetric |y - ref| <= atol + rtol|ref| rules cannot see.
@@ -35,22 +33,7 @@ def accepted(y: torch.Tensor, qlo: torch.Tensor, qhi: torch.Tensor) -> torch.Ten
     return (y >= qlo) & (y <= qhi)
 
 
-def cell(y: torch.Tensor, fmt: F.Format):
-    """The rounding cell of each stored value y (``formats.nearest_cell``), for
-    the formats whose store is round-to-nearest-even with IEEE overflow, where
-    cells are the cheaper test (``formats.cells_preferred``); None otherwise
-    (the check rounds the interval's ends)."""
-    if fmt.name in F.NEAREST_CELL_FORMATS and store_overflow(fmt) == "inf" and F.cells_preferred(y):
-        return F.nearest_cell(y, fmt)
-    return None
-
-
-def accepted_interval(lo: torch.Tensor, hi: torch.Tensor, y: torch.Tensor, fmt: F.Format, cell_=None):
+def accepted_interval(lo: torch.Tensor, hi: torch.Tensor, y: torch.Tensor, fmt: F.Format):
     """``accepted(y, *bounds(lo, hi, fmt))``: whether y is the rounding of some
-    value of [lo, hi].  Where y's cell is known (``cell``) that is whether
-    [lo, hi] meets it, which needs no rounding of lo and hi."""
-    if cell_ is None:
-        cell_ = cell(y, fmt)
-    if cell_ is None:
-        return accepted(y, *bounds(lo, hi, fmt))
-    return F.meets_cell(lo, hi, cell_)
+    value of [lo, hi]."""
+    return accepted(y, *bounds(lo, hi, fmt))
