@@ -84,7 +84,12 @@ class Emulated:
             return o
         if isinstance(o, (int, float)) and not isinstance(o, bool):
             return Emulated(F.round(torch.tensor(float(o), dtype=torch.float64), self.fmt), self.fmt, self.plan)
-        raise InvalidArgument(f"cannot combine an emulated tensor with {type(o).__name__}.")
+        if isinstance(o, Tensor) and o.is_floating_point():
+            # a runtime argument, exact in its own dtype (as in the calculus)
+            return Emulated(o.to(device=self.v.device, dtype=torch.float64), F.from_dtype(o.dtype), self.plan)
+        raise InvalidArgument(f"cannot combine an emulated tensor with {type(o).__name__}"
+                              f"{' of ' + str(o.dtype) if isinstance(o, Tensor) else ''}: use Python "
+                              f"numbers or float torch tensors.")
 
     def to(self, fmt):
         fmt = _fmt_arg(fmt)
@@ -99,7 +104,7 @@ class Emulated:
         x = self
         if reverse:
             x, y = y, x
-        fmt = promote(x.fmt, y.fmt) if isinstance(o, Emulated) else self.fmt
+        fmt = self.fmt if isinstance(o, (int, float)) else promote(x.fmt, y.fmt)
         if op == "div":
             return _div(x, y, fmt, "div")
         if op == "mul":
@@ -162,7 +167,11 @@ def _div(x: Emulated, y: Emulated, fmt, call) -> Emulated:
     exact = x.v / y.v
     if fmt is F.fp64:
         return x._rounded(exact, fmt)
-    return Emulated(_library(x.plan, exact, call, None), F.fp32, x.plan, pre=exact)
+    v = _library(x.plan, exact, call, None)
+    # a division by a power of two only scales (the calculus's model: exact while normal)
+    m, _ = torch.frexp(y.v)
+    v = torch.where(m.abs() == 0.5, F.round(exact, F.fp32), v)
+    return Emulated(v, F.fp32, x.plan, pre=exact)
 
 
 def apply(x: Emulated, name: str, call: str) -> Emulated:

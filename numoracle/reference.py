@@ -19,7 +19,7 @@ __all__ = [
     "reference", "Reference", "sum", "mean", "max", "min", "logsumexp", "matmul",
     "where", "maximum", "minimum", "clamp", "gather", "cat",
     "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh", "erf",
-    "sin", "cos", "reciprocal", "div", "div_rn", "quantize_group",
+    "sin", "cos", "reciprocal", "div", "mul", "div_rn", "quantize_group",
 ]
 
 
@@ -169,8 +169,27 @@ def reciprocal(x):
 
 
 def div(a, b):
-    """a / b with the kernel's default division (``div`` in the profile)."""
-    return a / b
+    """a / b with the kernel's default division (``div`` in the profile).  Either may be a
+    float torch tensor computed beside the program, as a runtime argument of the kernel
+    (exact in its dtype): ``no.div(loss, n)`` for a count n.  Write that rather than
+    ``loss / n``: Python's operator with a torch tensor on one side is one that a compiled
+    verdict cannot trace through, so it would be compiled in pieces."""
+    return _binary(a, b, "__truediv__", "__rtruediv__")
+
+
+def mul(a, b):
+    """a * b; as ``div``, for a float torch tensor operand (a runtime argument)."""
+    return _binary(a, b, "__mul__", "__rmul__")
+
+
+def _binary(a, b, op: str, rop: str):
+    import torch
+    if not isinstance(a, (torch.Tensor, int, float)):
+        return getattr(a, op)(b)
+    if not isinstance(b, (torch.Tensor, int, float)):
+        return getattr(b, rop)(a)
+    raise InvalidArgument(f"expected a tracked tensor among the operands, got {type(a).__name__} "
+                          f"and {type(b).__name__}: compute on plain values with torch itself.")
 
 
 def div_rn(a, b):

@@ -118,3 +118,84 @@ def test_ulp_bound_fp32_is_the_binade_spacing():
     e = (x.to(torch.float32).abs().view(torch.int32) >> 23) & 0xFF
     want = torch.tensor([math.ldexp(1.0, max(int(k), 1) - 150) for k in e], dtype=torch.float64)
     assert torch.equal(ulp_bound_fp32(x), want)
+
+
+@no.reference
+def divide_by_number(x, *, n):
+    return (x.to(fp32) / n).to(x.format)
+
+
+@no.reference
+def divide_by_argument(x, *, n):
+    # the count as the kernel receives it: a runtime fp32 argument, here a device tensor
+    return no.div(x.to(fp32), torch.tensor(float(n), dtype=torch.float32)).to(x.format)
+
+
+@pytest.mark.parametrize("profile", ["interpreter", "h200"])
+@pytest.mark.parametrize("fmt", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("n", [1, 3, 64, 96, 2 ** 20, 2 ** 24])
+def test_a_runtime_divisor_gets_the_regions_of_the_python_number_it_holds(n, fmt, profile):
+    """no.div by a count held in a tensor (a compiled verdict need not read it to the host)
+    admits what division by the same Python number admits: exactly where it is a power of two
+    (values that turn subnormal included), the division's error bound otherwise.  Subnormal
+    quotients differ: the runtime division is a library call, so a flush-to-zero profile
+    admits 0 there, and a correctly rounded one admits only the quotient's rounding (a Python
+    number's power of two is a product, which admits either neighbour of an underflow)."""
+    g = torch.Generator().manual_seed(n)
+    x = (torch.randn(512, generator=g, dtype=torch.float64)
+         * 2.0 ** torch.randint(-130, 100, (512,), generator=g)).to(fmt)
+    y = (x.double() / n).to(fmt)
+    a = check_modes(divide_by_number, y, (x,), {"n": n}, profile=profile)
+    b = check_modes(divide_by_argument, y, (x,), {"n": n}, profile=profile)
+    for mode in a:
+        assert a[mode].status == b[mode].status == "accept", b[mode].explain()
+        oa, ob = a[mode].outputs[0], b[mode].outputs[0]
+        # the stored values each admits: the same wherever the quotient is normal
+        same = y.double().abs() >= 2.0 ** -126
+        assert torch.equal(oa.qlo[same], ob.qlo[same]) and torch.equal(oa.qhi[same], ob.qhi[same]), mode
+        sub = ~same & (y != 0)
+        if profile == "h200":
+            assert bool(((ob.qlo <= 0) & (ob.qhi >= 0))[sub].all()), mode
+        else:
+            assert bool(((ob.qlo >= oa.qlo) & (ob.qhi <= oa.qhi))[sub].all()), mode
+            assert bool((ob.qlo == ob.qhi)[sub].float().mean() > 0.5), mode     # but at ties
+
+
+@pytest.mark.parametrize("profile", ["interpreter", "h200"])
+def test_an_ulp_off_quotient_by_a_power_of_two_count_is_rejected(profile):
+    """The division by 64 kept rows is exact: one ulp off is a fault, in fp32 and in the
+    fixed-input mode (no library error is admitted there)."""
+    x = torch.tensor([1.0, 3.0, -5.5, 1e-3, 1e30], dtype=torch.float32)
+    y = x / 64
+    bad = y.clone()
+    bad[2] = torch.nextafter(bad[2], torch.tensor(0.0))
+    v = check_modes(divide_by_argument, bad, (x,), {"n": 64}, profile=profile)
+    for mode, vv in v.items():
+        assert vv.status == "reject", mode
+        assert vv.outputs[0].rejected.nonzero().flatten().tolist() == [2]
+
+
+def test_a_runtime_argument_must_be_a_float_tensor():
+    @no.reference
+    def by_int_count(x):
+        return no.div(x.to(fp32), torch.tensor(4))
+    with pytest.raises(no.InvalidArgument, match=r"torch.int64 torch tensor.*\.to\(torch.float32\)"):
+        check_modes(by_int_count, torch.ones(3), (torch.ones(3),), {})
+
+
+def test_the_emulator_divides_by_a_power_of_two_argument_exactly():
+    """The emulator's correct kernel takes the calculus's model: a power-of-two divisor only
+    scales, even when its math errors are at their extreme."""
+    from numoracle.emulator import Plan, emulate
+    x = torch.randn(4096, generator=torch.Generator().manual_seed(3)).to(torch.float32)
+    for n in (64, 2 ** 20):
+        for prog in (divide_by_number, divide_by_argument):
+            y = emulate(prog, (x,), {"n": n}, Plan(seed=2, math="extreme", profile=_h200()))
+            assert torch.equal(y, x / n), prog.name
+    y = emulate(divide_by_argument, (x,), {"n": 3}, Plan(seed=2, math="extreme", profile=_h200()))
+    assert not torch.equal(y, x / 3)                 # elsewhere the division's error is emulated
+
+
+def _h200():
+    from numoracle.mathlib import load
+    return load("h200")

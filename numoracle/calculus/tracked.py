@@ -261,13 +261,31 @@ class Tracked:
             return other
         if isinstance(other, (int, float)) and not isinstance(other, bool):
             return self._const(other, self.fmt)
+        if isinstance(other, Tensor):
+            return self._argument(other)
         raise InvalidArgument(
             f"cannot combine a tracked {self.fmt} tensor with {type(other).__name__}: a reference "
-            f"program mixes tracked tensors (its inputs and values derived from them) and Python "
-            f"numbers only; pass tensors as inputs of the program.")
+            f"program mixes tracked tensors (its inputs and values derived from them), Python "
+            f"numbers and float torch tensors only; pass other values as inputs of the program.")
+
+    def _argument(self, v: Tensor) -> "Tracked":
+        """A float torch tensor computed beside the program (a count of kept rows, say): the
+        kernel's runtime argument, exact in its own dtype's format.  Unlike a Python number
+        it stays on the device, so reading it costs no synchronisation and a compiled verdict
+        need not specialise on its value."""
+        if not v.is_floating_point():
+            raise InvalidArgument(
+                f"cannot combine a tracked {self.fmt} tensor with a {v.dtype} torch tensor: "
+                f"convert it to the float dtype the kernel receives it in first "
+                f"(for a count passed as a Python float: .to(torch.float32)).")
+        return Tracked(v.to(device=self.c.device, dtype=torch.float64), F.from_dtype(v.dtype),
+                       FM.Form(), self.ctx)
 
     # ---- rounding sites
-    def _round(self, fmt: F.Format, what: str) -> "Tracked":
+    def _round(self, fmt: F.Format, what: str, scaled: Tensor | None = None) -> "Tracked":
+        """Round to fmt: a private rounding error of at most u|c| per element, none where
+        the value is exact or where ``scaled`` says the operation only scaled by a power
+        of two (those keep the underflow term)."""
         ctx = self.ctx
         R = self.radius()
         c = self.c
@@ -284,6 +302,8 @@ class Tracked:
         else:
             exact = zero_r
             a = u * c.abs()
+        if scaled is not None:
+            a = torch.where(scaled, torch.zeros_like(a), a)
         key = ctx.new_key()
         fm = FM.add_private(self.form, FM.Entry(a, a.square(), frozenset((key,)), label), ctx.condensed)
         # second order: the rounding error of the error, u*|e|; and underflow
@@ -353,7 +373,7 @@ class Tracked:
         x = self
         if reverse:
             x, y = y, x
-        fmt = promote(x.fmt, y.fmt) if isinstance(other, Tracked) else self.fmt
+        fmt = self.fmt if isinstance(other, (int, float)) else promote(x.fmt, y.fmt)
         shape = torch.broadcast_shapes(x.c.shape, y.c.shape)
         x, y = x._promoted(shape), y._promoted(shape)
         cond = self.ctx.condensed
@@ -459,6 +479,16 @@ def _fp64_slack(fm: FM.Form, c: Tensor, ctx: Context) -> FM.Form:
     return FM.add_det(fm, "float64 centre", _FP64_SLACK * c.abs(), ctx.condensed)
 
 
+def _pow2_scale(y: Tracked) -> Tensor | None:
+    """Where y, known exactly (no error terms: an input or a runtime argument), is a power
+    of two: a product or quotient by it only scales, exact while the result stays normal.
+    None for a Python number (handled by value) and for values with errors."""
+    if y.k is not None or y.taint is not None or not y.form.is_zero():
+        return None
+    m, _ = torch.frexp(y.c)
+    return m.abs() == 0.5
+
+
 def _mul(x: Tracked, y: Tracked, fmt, shape, taint) -> Tracked:
     ctx = x.ctx
     # powers of two (from Python numbers) scale exactly
@@ -485,7 +515,13 @@ def _mul(x: Tracked, y: Tracked, fmt, shape, taint) -> Tracked:
     # a product of values with p1 + p2 <= p significand bits is exact in p bits
     if x.repr_fmt.precision + y.repr_fmt.precision <= fmt.precision:
         return _underflow_only(t, fmt, f"{fmt} mul (exact)")
-    return t._round(fmt, f"{fmt} mul")
+    # a runtime scalar (one element: testing it costs nothing) that is a power of two scales
+    # exactly, as a Python number does
+    scaled = None
+    for s in (y, x):
+        if s.c.numel() == 1 and scaled is None:
+            scaled = _pow2_scale(s)
+    return t._round(fmt, f"{fmt} mul", scaled=scaled)
 
 
 def _underflow_only(t: Tracked, fmt, what) -> Tracked:
@@ -525,7 +561,10 @@ def _div(x: Tracked, y: Tracked, fmt, shape, taint, call: str = "div") -> Tracke
     t = Tracked(c, fmt, fm, ctx, taint=_or(taint, r.taint))
     if call == "div" and x.k == 1.0 and x.form.is_zero() and "recip" in ctx.profile.functions:
         call = "recip"               # 1.0 / y: the GPU's reciprocal is more accurate than x / y
-    return _library_error(t, call, x_abs=None, what="division" if call in ("div", "recip") else call)
+    # an exactly known divisor that is a power of two (a count of 64 rows) only scales, as a
+    # Python number does; decided per element on the device
+    return _library_error(t, call, x_abs=None, what="division" if call in ("div", "recip") else call,
+                          scaled=_pow2_scale(y))
 
 
 # Under flush-to-zero a subnormal argument becomes 0.  At a pole (rsqrt, log, reciprocal) the
@@ -573,13 +612,14 @@ def _exact_fn(x: Tracked, name: str) -> Tracked:
     return out
 
 
-def _library_error(t: Tracked, call: str, x_abs, what: str) -> Tracked:
-    """Add the math library's error for ``call`` to an exact function value t."""
+def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | None = None) -> Tracked:
+    """Add the math library's error for ``call`` to an exact function value t; where
+    ``scaled`` is set (a division by a power of two) only the underflow's."""
     ctx = t.ctx
     model = ctx.profile.model(call)
     label = ctx.label(f"{what} ({_ulps_text(model)})")
     if model.b == 0 and model.a <= 0.5:
-        return t._round(F.fp32, f"{what} (correctly rounded)")
+        return t._round(F.fp32, f"{what} (correctly rounded)", scaled=scaled)
     R = t.radius()
     mag = t.c.abs() + R
     ok = mag <= F.fp32.max_finite
@@ -589,6 +629,11 @@ def _library_error(t: Tracked, call: str, x_abs, what: str) -> Tracked:
     err = ulps * ulp_bound_fp32(mag)
     if ctx.profile.ftz:
         err = err + F.fp32.min_normal
+    if scaled is not None:
+        # exact, unless the quotient is subnormal: rounded there, or flushed to 0 under FTZ
+        tiny = ((t.c.abs() - R) < F.fp32.min_normal).to(torch.float64)
+        under = tiny * (F.fp32.min_normal if ctx.profile.ftz else F.fp32.min_subnormal / 2)
+        err = torch.where(scaled, under, err)
     fm = FM.add_det(t.form, label, err, ctx.condensed)
     return Tracked(t.c, F.fp32, fm, ctx, taint=taint)
 
