@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+import numoracle as no
 from numoracle import compiled, operators
 from numoracle import formats as F
 from numoracle.check import check, check_modes
@@ -333,11 +334,17 @@ def test_cuda_graphs_only_for_small_cuda_signatures_and_a_bad_setting_says_what_
 
 
 def test_a_program_not_traceable_whole_is_compiled_without_cuda_graphs(policy, monkeypatch, flags_only):
-    """cross_entropy's mean reads its row count to the host (a graph break): asked to
-    run as a CUDA graph (here, forced on the CPU, where Inductor runs none), it is
-    traced whole first, and on failure compiled as it comes, with the same verdict."""
+    """A program that reads its row count to the host (a graph break): asked to run as a
+    CUDA graph (here, forced on the CPU, where Inductor runs none), it is traced whole
+    first, and on failure compiled as it comes, with the same verdict."""
     monkeypatch.setattr(compiled, "_cudagraphs", lambda device, elements: True)
-    op, inputs, params, outs, ve, vc = _eager_and_compiled(policy, "cross_entropy", faults=("ulp_off_store",))
+    inputs, outs = _counted_cases(_mean_loss_read_to_the_host)[4]          # the faulty one
+    params = {"ignore_index": -100}
+    policy("never")
+    ve = check(_mean_loss_read_to_the_host, outs, inputs, params)
+    policy("always")
+    check(_mean_loss_read_to_the_host, outs, inputs, params)
+    vc = check(_mean_loss_read_to_the_host, outs, inputs, params)
     plan = _only_plan()
     assert plan.fn is not None and plan.failed is None and plan.graphs is False and plan.whole is False
     assert vc.status == ve.status == "reject"
@@ -349,37 +356,66 @@ def test_a_program_not_traceable_whole_is_compiled_without_cuda_graphs(policy, m
     assert _only_plan().graphs is True                   # rms_norm traces whole
 
 
-@pytest.mark.parametrize("flags", ("regions", "flags_only"))
-def test_a_value_read_to_the_host_is_not_reused_from_an_earlier_call(policy, monkeypatch, flags):
-    """cross_entropy's mean divides by the count of kept rows, read to the host: the frame
-    resumed after that graph break takes it as a constant, which only Dynamo's guard on it
-    keeps from being reused for another count (tensor-only guards did reuse it, and rejected
-    correct outputs). Cases with other counts, correct and faulty, judged compiled as eagerly."""
-    if flags == "flags_only":
-        monkeypatch.setattr(compiled, "FLAGS_ONLY_DEVICES", {"cuda", "cpu"})
-    op = operators.get("cross_entropy")
-    g = torch.Generator().manual_seed(4)
+@no.reference
+def _mean_loss_read_to_the_host(logits, labels, *, ignore_index=-100):
+    """cross_entropy's mean as a user may write it, with its count read to the host."""
+    xf = logits.to(F.fp32)
+    keep = labels != ignore_index
+    loss = no.logsumexp(xf, axis=-1) - no.gather(xf, labels.clamp(min=0), axis=-1)
+    loss = loss / float(max(int(keep.sum()), 1))
+    return no.where(keep, loss, 0.0).to(logits.format)
+
+
+def _counted_cases(program, seed=4):
+    """Cases of 16 rows with 0, 0, 0, 7, 3 (one faulty store), 15 and 1 rows ignored."""
+    g = torch.Generator().manual_seed(seed)
     cases = []
     for ignored, faults in ((0, ()), (0, ()), (0, ()), (7, ()), (3, ("ulp_off_store",)), (15, ()), (1, ())):
         logits = (torch.randn(16, 256, generator=g) * 2).to(torch.bfloat16)
         labels = torch.randint(0, 256, (16,), generator=g)
         labels[:ignored] = -100
-        params = {"reduction": "mean", "ignore_index": -100}
-        outs = emulate(op.reference, (logits, labels), params, Plan(seed=1, faults=faults))
-        cases.append(((logits, labels), params, outs))
+        outs = emulate(program, (logits, labels), {"ignore_index": -100}, Plan(seed=1, faults=faults))
+        cases.append(((logits, labels), outs))
+    return cases
+
+
+def _eager_then_compiled(policy, program, cases):
     got = {}
     for p in ("never", "always"):
         compiled.clear()
         policy(p)
         got[p] = []
-        for inputs, params, outs in cases:
-            v = check(op.reference, outs, inputs, params)
+        for inputs, outs in cases:
+            v = check(program, outs, inputs, {"ignore_index": -100})
             got[p].append((v.status, v.outputs[0].rejected.clone()))
-    plan = _only_plan()
-    assert plan.fn is not None and plan.failed is None and plan.whole is False
     assert [s for s, _ in got["never"]] == ["accept"] * 4 + ["reject"] + ["accept"] * 2
     for (se, me), (sc, mc) in zip(got["never"], got["always"]):
         assert se == sc and torch.equal(me, mc)
+
+
+@pytest.mark.parametrize("flags", ("regions", "flags_only"))
+def test_a_value_read_to_the_host_is_not_reused_from_an_earlier_call(policy, monkeypatch, flags):
+    """A program that reads its count of kept rows to the host breaks the trace: the frame
+    resumed after the break takes the count as a constant, which only Dynamo's guard on it
+    keeps from being reused for another count (tensor-only guards did reuse it, and rejected
+    correct outputs). Cases with other counts, correct and faulty, judged compiled as eagerly."""
+    if flags == "flags_only":
+        monkeypatch.setattr(compiled, "FLAGS_ONLY_DEVICES", {"cuda", "cpu"})
+    _eager_then_compiled(policy, _mean_loss_read_to_the_host, _counted_cases(_mean_loss_read_to_the_host))
+    plan = _only_plan()
+    assert plan.fn is not None and plan.failed is None and plan.whole is False
+
+
+@pytest.mark.parametrize("flags", ("regions", "flags_only"))
+def test_cross_entropy_mean_traces_whole_whatever_its_count(policy, monkeypatch, flags):
+    """cross_entropy's mean divides by its count as a device tensor (references.kept_rows):
+    the verdict traces whole, once, and judges every count as the eager verdict does."""
+    if flags == "flags_only":
+        monkeypatch.setattr(compiled, "FLAGS_ONLY_DEVICES", {"cuda", "cpu"})
+    op = operators.get("cross_entropy")
+    _eager_then_compiled(policy, op.reference, _counted_cases(op.reference))
+    plan = _only_plan()
+    assert plan.fn is not None and plan.failed is None and plan.whole is True
 
 
 def test_on_the_cpu_the_compiled_verdict_returns_its_regions(policy):

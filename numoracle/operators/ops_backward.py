@@ -15,6 +15,7 @@ import numoracle as no
 from numoracle.errors import InvalidArgument
 from numoracle.formats import fp32
 from numoracle.operators import REGISTRY, Domain, Operator, _register
+from numoracle.operators.references import kept_rows
 from numoracle.strategies.families import fill
 
 _K = "numoracle.operators.kernels."
@@ -122,7 +123,7 @@ def cross_entropy_backward(logits, labels, grad_output, *, ignore_index=-100, re
     g = no.where(classes[None, :] == labels[:, None], p - 1.0, p)
     keep = labels != ignore_index
     if reduction == "mean":
-        g = g / float(max(int(keep.sum()), 1))
+        g = no.div(g, kept_rows(keep))
     g = no.where(keep[:, None], g, 0.0).to(logits.format)
     go = grad_output.to(fp32).reshape(-1, 1)
     return (g.to(fp32) * go).to(logits.format)

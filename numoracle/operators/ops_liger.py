@@ -15,6 +15,7 @@ import torch
 import numoracle as no
 from numoracle.formats import fp32
 from numoracle.operators import Domain, Operator, _register
+from numoracle.operators.references import kept_rows
 from numoracle.strategies.families import fill
 
 _K = "numoracle.operators.kernels."
@@ -52,7 +53,7 @@ def jsd(x, y, labels, *, beta=0.5, ignore_index=IGNORE_INDEX):
     rows, 1/n rounded once to fp32); ignored rows 0."""
     xf, yf = x.to(fp32), y.to(fp32)
     keep = labels != ignore_index
-    scale = 1.0 / max(int(keep.sum()), 1)
+    scale = (1.0 / kept_rows(keep).double()).to(torch.float32)    # 1/n rounded once to fp32
     if beta == 0.0:
         m = no.max(yf, axis=-1, keepdims=True)
         p = no.exp(yf - m) * no.exp(m)
@@ -74,8 +75,8 @@ def jsd(x, y, labels, *, beta=0.5, ignore_index=IGNORE_INDEX):
         loss = bp * yf + oq * xf - mix * log_mix
         dx = oq * (xf - log_mix)
     k2 = keep[:, None]
-    loss = no.where(k2, loss * scale, 0.0)
-    dx = no.where(k2, dx * scale, 0.0)
+    loss = no.where(k2, no.mul(loss, scale), 0.0)
+    dx = no.where(k2, no.mul(dx, scale), 0.0)
     n = loss.shape[0] * loss.shape[1]
     return no.sum(loss.reshape(n), axis=-1).to(x.format), dx.to(x.format)
 
@@ -105,7 +106,7 @@ def fused_linear_cross_entropy(x, w, labels, *, ignore_index=IGNORE_INDEX, reduc
     v = w.shape[0]
     chunk = flce_chunk_rows(bt, v, h)
     keep = labels != ignore_index
-    n = float(max(int(keep.sum()), 1))
+    n = kept_rows(keep)
     acc_fmt = fp32 if accum_fp32 else w.format
     cols = torch.arange(v, device=labels.device)
     wt = w.T
@@ -122,8 +123,8 @@ def fused_linear_cross_entropy(x, w, labels, *, ignore_index=IGNORE_INDEX, reduc
         g = e / d
         g = no.where(cols[None, :] == yc[:, None], g - 1.0, g)
         if reduction == "mean":
-            loss = loss / n
-            g = g / n
+            loss = no.div(loss, n)
+            g = no.div(g, n)
         losses.append(no.where(kc, loss, 0.0))
         g = no.where(kc[:, None], g, 0.0).to(x.format)
         grads_x.append(no.matmul(g, w, acc=fp32).to(x.format))

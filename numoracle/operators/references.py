@@ -7,6 +7,8 @@ calls, early downcasts and the final store.
 
 from __future__ import annotations
 
+import torch
+
 import numoracle as no
 from numoracle.formats import fp32
 
@@ -108,6 +110,13 @@ def geglu(a, b, *, approximate="tanh"):
     return g.to(b.format) * b
 
 
+def kept_rows(keep):
+    """The kernel's divisor for a "mean": the count of kept rows (at least 1), which Liger
+    passes as a Python float, so an fp32 argument.  A torch tensor, not a Python number:
+    reading it to the host would stall a GPU verdict and split its compiled trace."""
+    return keep.sum().clamp(min=1).to(torch.float32)
+
+
 @no.reference
 def cross_entropy(logits, labels, *, ignore_index=-100, reduction="mean"):
     """Liger CE forward without smoothing: per-row lse - x_y in fp32 (divided by
@@ -118,7 +127,7 @@ def cross_entropy(logits, labels, *, ignore_index=-100, reduction="mean"):
     lse = no.logsumexp(xf, axis=-1, exp="exp2")
     loss = lse - no.gather(xf, labels.clamp(min=0), axis=-1)
     if reduction == "mean":
-        loss = loss / float(max(int(keep.sum()), 1))
+        loss = no.div(loss, kept_rows(keep))
     return no.where(keep, loss, 0.0).to(logits.format)
 
 
