@@ -377,7 +377,8 @@ def _rne_fp8_unbounded(x: torch.Tensor, fmt: Format) -> torch.Tensor:
     and Triton, so overflow is decided on x.  At the threshold, max_finite plus half
     a top-binade ulp, the tie goes to max_finite when its significand is even
     (e4m3fn's 448), past the range otherwise (e5m2's 57344)."""
-    y = _to_odd_fp32(x).to(fmt.torch_dtype).to(torch.float64)
+    # back through float32 (exact): Triton 3.6 has no fp8 -> float64 conversion
+    y = _to_odd_fp32(x).to(fmt.torch_dtype).to(torch.float32).to(torch.float64)
     thr = _overflow_threshold(fmt)
     m = fmt.max_finite
     odd_max = (m / 2.0 ** (math.frexp(m)[1] - fmt.precision)) % 2 == 1
