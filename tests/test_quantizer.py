@@ -105,6 +105,24 @@ def _adm(amax, rule, prof=INTERP, fmax=448.0):
     return Q.admissible_scales(a, a, fmax, rule, 1e-10, prof)
 
 
+@pytest.mark.parametrize("div_ulps", [0.5, 2.0])
+def test_one_denominator_bounds_the_quotient_as_all_four_corners_do(div_ulps):
+    """div_interval with one positive denominator (two divisions, the quotient monotone in
+    the numerator) gives the four-corner enclosure exactly: numerators of both signs, zeros,
+    subnormal and huge quotients."""
+    g = torch.Generator().manual_seed(8)
+    n = 200_000
+    a = torch.randn(n, generator=g, dtype=torch.float64) * torch.exp2(torch.randint(-140, 120, (n,), generator=g).double())
+    b = a + torch.rand(n, generator=g, dtype=torch.float64) * a.abs() * torch.randint(0, 2, (n,), generator=g)
+    d = torch.exp2(torch.randint(-130, 120, (n,), generator=g).double()) * (1 + torch.rand(n, generator=g, dtype=torch.float64))
+    lo, hi = torch.minimum(a, b), torch.maximum(a, b)
+    lo[:50], hi[:50] = 0.0, 0.0
+    lo[50:100], hi[50:100] = -0.0, hi[50:100].abs()
+    one = Q.div_interval(lo, hi, d, d, div_ulps)
+    four = Q.div_interval(lo, hi, d, d.clone(), div_ulps)
+    assert all(torch.equal(x, y) for x, y in zip(one, four))
+
+
 def test_fp32_scale_is_the_correctly_rounded_quotient_or_within_the_division_error():
     amax = torch.tensor([1.0, 3.0, 448.0, 1e-3, 65504.0])
     lo, hi, pow2 = _adm(amax, "fp32")

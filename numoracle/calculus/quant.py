@@ -74,9 +74,15 @@ def div_interval(num_lo: Tensor, num_hi: Tensor, den_lo: Tensor, den_hi: Tensor,
     produce for n in [num_lo, num_hi], d in [den_lo, den_hi]: the exact
     quotient's enclosure widened by the division's error (``div_ulps`` ulps of
     the result, 0.5 = correctly rounded), restricted to fp32 values."""
-    cands = torch.stack([num_lo / den_lo, num_lo / den_hi, num_hi / den_lo, num_hi / den_hi])
-    qlo = cands.amin(0)
-    qhi = cands.amax(0)
+    if den_lo is den_hi:
+        # one (positive) denominator: the quotient grows with the numerator.  Two float64
+        # divisions per element instead of four, and no stacked copy (a GPU's float64
+        # division is slow: these were most of a quantizer verdict's time on the H200)
+        qlo, qhi = num_lo / den_lo, num_hi / den_lo
+    else:
+        cands = torch.stack([num_lo / den_lo, num_lo / den_hi, num_hi / den_lo, num_hi / den_hi])
+        qlo = cands.amin(0)
+        qhi = cands.amax(0)
     qlo = qlo - qlo.abs() * _F64_REL
     qhi = qhi + qhi.abs() * _F64_REL
     if div_ulps <= 0.5:
