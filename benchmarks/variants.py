@@ -5,6 +5,8 @@ spills on a GPU.
 
     python benchmarks/variants.py --device cuda --ops rms_norm,softmax --n 1e8 \
         --variant base:X_SETTLE=round,X_RI=round --variant new:
+    python benchmarks/variants.py --device cuda --ops softmax --n 1e7 \
+        --variant default: --variant recompute:inductor.realize_reads_threshold=64
 """
 from __future__ import annotations
 
@@ -31,6 +33,15 @@ def _kernel_stats():
     return out
 
 
+def _value(v: str):
+    for cast in (int, float):
+        try:
+            return cast(v)
+        except ValueError:
+            pass
+    return {"True": True, "False": False}.get(v, v)
+
+
 def _one_op(op_name: str, a) -> list:
     from numoracle import compiled
     from numoracle.check import check
@@ -40,8 +51,13 @@ def _one_op(op_name: str, a) -> list:
     for spec in a.variant or ["default:"]:
         name, _, env = spec.partition(":")
         pairs = [kv.split("=", 1) for kv in env.split(",") if kv]
+        # inductor.NAME=value: an Inductor option of the compiled verdict; others: environment
+        opts = {k[len("inductor."):]: _value(v) for k, v in pairs if k.startswith("inductor.")}
+        pairs = [(k, v) for k, v in pairs if not k.startswith("inductor.")]
         old = {k: os.environ.get(k) for k, _ in pairs}
         os.environ.update(dict(pairs))
+        old_opts = dict(compiled.COMPILE_OPTIONS)
+        compiled.COMPILE_OPTIONS.update(opts)
         compiled.clear()
         torch._dynamo.reset()
         try:
@@ -57,6 +73,8 @@ def _one_op(op_name: str, a) -> list:
         except Exception as exc:  # a variant that fails is reported, the others still run
             row = dict(op=op_name, n=int(a.n), variant=name, env=env, error=f"{type(exc).__name__}: {exc}"[:500])
         finally:
+            compiled.COMPILE_OPTIONS.clear()
+            compiled.COMPILE_OPTIONS.update(old_opts)
             for k, v0 in old.items():
                 if v0 is None:
                     os.environ.pop(k, None)
