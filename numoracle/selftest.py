@@ -19,6 +19,8 @@ PROGRAMS = {
     "softmax": R.softmax,
     "swiglu": R.swiglu,
     "cross_entropy_loss": R.cross_entropy_loss,
+    # the mean over kept rows: a division by a runtime count (a power of two or not)
+    "cross_entropy_mean": R.cross_entropy,
 }
 SOUNDNESS_FAMILIES = ("normal", "shifted_mean", "heavy_tailed", "scaled", "constant_rows", "pow2_grid")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -37,8 +39,12 @@ def make_inputs(program: str, dtype, rows: int, cols: int, family: str, scale_ex
         return (x, w, b)
     if program == "swiglu":
         return (x, fill((rows, cols), family, seed + 3, scale_exp=k, dtype=dt))
-    if program == "cross_entropy_loss":
-        labels = torch.randint(0, cols, (rows,), generator=torch.Generator().manual_seed(seed))
+    if program in ("cross_entropy_loss", "cross_entropy_mean"):
+        g = torch.Generator().manual_seed(seed)
+        labels = torch.randint(0, cols, (rows,), generator=g)
+        if program == "cross_entropy_mean":
+            # ignore (-100) a seed-drawn number of rows, from none to all
+            labels[:int(torch.randint(0, rows + 1, (1,), generator=g))] = -100
         return (x, labels)
     return (x,)
 
