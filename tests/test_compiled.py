@@ -463,3 +463,20 @@ def test_a_function_returning_regions_never_runs_as_a_cuda_graph(policy, monkeyp
     _eager_and_compiled(policy)
     plan = _only_plan()
     assert not plan.full and plan.graphs                      # flags alone: a graph is allowed
+
+
+@pytest.mark.parametrize("widths,want", [({512, 256}, {"cpp.simdlen": 256}), ({256}, {}), ({512}, {}),
+                                         ({128}, {}), (set(), {})])
+def test_cpu_verdicts_ask_for_256_bit_vectors_only_beside_512_bit_ones(monkeypatch, widths, want):
+    """cpp.simdlen=256 only where the CPU has both widths: a width it lacks would leave
+    Inductor's C++ unvectorised."""
+    from torch._inductor import cpu_vec_isa
+
+    class _Isa:
+        def __init__(self, w):
+            self.w = w
+
+        def bit_width(self):
+            return self.w
+    monkeypatch.setattr(cpu_vec_isa, "valid_vec_isa_list", lambda: [_Isa(w) for w in sorted(widths)])
+    assert compiled.cpu_options() == want
