@@ -169,8 +169,7 @@ def _div(x: Emulated, y: Emulated, fmt, call) -> Emulated:
         return x._rounded(exact, fmt)
     v = _library(x.plan, exact, call, None)
     # a division by a power of two only scales (the calculus's model: exact while normal)
-    m, _ = torch.frexp(y.v)
-    v = torch.where(m.abs() == 0.5, F.round(exact, F.fp32), v)
+    v = torch.where(F.power_of_two(y.v), F.round(exact, F.fp32), v)
     return Emulated(v, F.fp32, x.plan, pre=exact)
 
 

@@ -404,7 +404,6 @@ def _directed_fp32(x: torch.Tensor, mode: str) -> torch.Tensor:
     return torch.where(step, moved, t).to(torch.float64)
 
 
-
 def _overflow_threshold(fmt: Format) -> float:
     """The magnitude from which RNE overflows: max_finite plus half a top-binade ulp
     (a tie there rounds to the even neighbour, the power of two past the range)."""
@@ -556,14 +555,19 @@ def ulp(x, fmt) -> torch.Tensor:
     return torch.where(finite, u, a)
 
 
+def power_of_two(x: torch.Tensor) -> torch.Tensor:
+    """Whether each |x| is a power of two (False for 0, inf and NaN)."""
+    mant, _ = torch.frexp(x)
+    return mant.abs() == 0.5
+
+
 def _step_up(v: torch.Tensor, fmt: Format) -> torch.Tensor:
     """The next value above v on fmt's grid with unbounded exponent (finite v
     on the grid).  Below a power of two the spacing halves, except at and
     under min_normal, where subnormals keep it."""
     a = v.abs()
     u = ulp(a, fmt)
-    mant, _ = torch.frexp(a)
-    halves = (mant == 0.5) & (a > fmt.min_normal)
+    halves = power_of_two(a) & (a > fmt.min_normal)
     return torch.where(v >= 0, v + u, -(a - torch.where(halves, u / 2, u)))
 
 

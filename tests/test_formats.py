@@ -713,3 +713,13 @@ def test_exp2i_reaches_both_ends_of_float64():
     """2**n from bits, with floor(n/2) by an arithmetic shift (negative n included)."""
     n = torch.arange(-1074, 1024, dtype=torch.int64)
     assert torch.equal(F._exp2i(n), torch.tensor([math.ldexp(1.0, int(k)) for k in n], dtype=torch.float64))
+
+
+def test_power_of_two_on_every_float32_binade_edge_and_specials():
+    e = torch.arange(-149, 128, dtype=torch.float64)
+    p = torch.exp2(e)
+    x = torch.cat([p, -p, p * 1.5, torch.nextafter(p, torch.tensor(math.inf, dtype=torch.float64)),
+                   torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 3.0, 0.75])])
+    want = torch.tensor([v != 0 and math.isfinite(v) and math.frexp(abs(v))[0] == 0.5 for v in x.tolist()])
+    assert torch.equal(F.power_of_two(x), want)
+    assert int(want.sum()) == 2 * 277

@@ -93,8 +93,7 @@ def div_interval(num_lo: Tensor, num_hi: Tensor, den_lo: Tensor, den_hi: Tensor,
 
 
 def _is_pow2(v: Tensor) -> Tensor:
-    m, _ = torch.frexp(v)
-    return (m == 0.5) & torch.isfinite(v) & (v > 0)
+    return F.power_of_two(v) & (v > 0)
 
 
 def _ceil_log2_range(s_lo: Tensor, s_hi: Tensor, log2_ulps: float):

@@ -485,8 +485,7 @@ def _pow2_scale(y: Tracked) -> Tensor | None:
     None for a Python number (handled by value) and for values with errors."""
     if y.k is not None or y.taint is not None or not y.form.is_zero():
         return None
-    m, _ = torch.frexp(y.c)
-    return m.abs() == 0.5
+    return F.power_of_two(y.c)
 
 
 def _mul(x: Tracked, y: Tracked, fmt, shape, taint) -> Tracked:
@@ -517,10 +516,8 @@ def _mul(x: Tracked, y: Tracked, fmt, shape, taint) -> Tracked:
         return _underflow_only(t, fmt, f"{fmt} mul (exact)")
     # a runtime scalar (one element: testing it costs nothing) that is a power of two scales
     # exactly, as a Python number does
-    scaled = None
-    for s in (y, x):
-        if s.c.numel() == 1 and scaled is None:
-            scaled = _pow2_scale(s)
+    masks = [_pow2_scale(s) for s in (y, x) if s.c.numel() == 1]
+    scaled = next((m for m in masks if m is not None), None)
     return t._round(fmt, f"{fmt} mul", scaled=scaled)
 
 
