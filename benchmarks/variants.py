@@ -7,6 +7,11 @@ spills on a GPU.
         --variant base:X_SETTLE=round,X_RI=round --variant new:
     python benchmarks/variants.py --device cuda --ops softmax --n 1e7 \
         --variant default: --variant recompute:inductor.realize_reads_threshold=64
+    python benchmarks/variants.py --device cuda --ops rms_norm --n 1e6 \
+        --variant capture:compiled.CUDAGRAPH_BY=capture --variant trees:compiled.CUDAGRAPH_BY=inductor
+
+``inductor.NAME=value`` sets an Inductor option of the compiled verdict, ``compiled.NAME=value``
+a setting of ``numoracle.compiled``, anything else an environment variable.
 """
 from __future__ import annotations
 
@@ -53,7 +58,11 @@ def _one_op(op_name: str, a) -> list:
         pairs = [kv.split("=", 1) for kv in env.split(",") if kv]
         # inductor.NAME=value: an Inductor option of the compiled verdict; others: environment
         opts = {k[len("inductor."):]: _value(v) for k, v in pairs if k.startswith("inductor.")}
-        pairs = [(k, v) for k, v in pairs if not k.startswith("inductor.")]
+        settings = {k[len("compiled."):]: _value(v) for k, v in pairs if k.startswith("compiled.")}
+        pairs = [(k, v) for k, v in pairs if not k.startswith(("inductor.", "compiled."))]
+        old_settings = {k: getattr(compiled, k) for k in settings}
+        for k, v in settings.items():
+            setattr(compiled, k, v)
         old = {k: os.environ.get(k) for k, _ in pairs}
         os.environ.update(dict(pairs))
         old_opts = dict(compiled.COMPILE_OPTIONS)
@@ -75,6 +84,8 @@ def _one_op(op_name: str, a) -> list:
         finally:
             compiled.COMPILE_OPTIONS.clear()
             compiled.COMPILE_OPTIONS.update(old_opts)
+            for k, v0 in old_settings.items():
+                setattr(compiled, k, v0)
             for k, v0 in old.items():
                 if v0 is None:
                     os.environ.pop(k, None)

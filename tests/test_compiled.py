@@ -319,6 +319,16 @@ def test_regions_whose_flags_disagree_with_the_verdict_raise(policy, monkeypatch
         v.outputs[0].rejected
 
 
+def test_copies_into_buffers_of_mixed_dtypes_pair_by_pair():
+    # the captured graph's argument copy groups its tensors by dtype: each must land in its own buffer
+    srcs = [torch.randn(3, 5).to(torch.bfloat16), torch.randn(4), torch.arange(6), torch.randn(2, 2).to(torch.bfloat16)]
+    dsts = [torch.empty_like(t) for t in srcs]
+    compiled._copy_into(dsts, srcs)
+    assert all(torch.equal(d, s) for d, s in zip(dsts, srcs))
+    kept = compiled._copies(srcs)
+    assert all(torch.equal(k, s) and k.data_ptr() != s.data_ptr() for k, s in zip(kept, srcs))
+
+
 def test_cuda_graphs_only_for_small_cuda_signatures_and_a_bad_setting_says_what_is_expected(monkeypatch):
     monkeypatch.delenv("NUMORACLE_CUDAGRAPHS", raising=False)
     assert compiled._cudagraphs("cuda", compiled.CUDAGRAPH_MAX_ELEMENTS)
