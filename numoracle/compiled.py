@@ -36,7 +36,7 @@ switches to the compiled regions function as its verdict.  On the CPU the
 compiled function returns the regions too (cheaper there).  On CUDA, where a
 small verdict's time is the host launching a dozen kernels, the flags
 function runs as a CUDA graph (``NUMORACLE_CUDAGRAPHS``: ``auto``, the default, for signatures
-of at most ``CUDAGRAPH_MAX_ELEMENTS`` output elements; ``always``;
+of at most ``CUDAGRAPH_MAX_ELEMENTS`` elements, inputs and outputs; ``always``;
 ``never``).  numoracle captures it itself, once (``_Captured``): a verdict then
 copies its tensors into the graph's and replays it, with none of torch.compile's
 per-call wrappers (on the H200, rms_norm at 1e6: 0.16 ms per verdict, against
@@ -200,11 +200,13 @@ def plan_for(program, inputs, outputs, params, prof, p, modes, nonfinite):
            tuple((s[0], None if s[1] is None else s[1].name) for s in structs),
            tuple(_tensor_key(t) for t in tensors), pk)
     elements = sum(t.numel() for t in tensors[len(inputs):]) if tensors else 0
+    judged = sum(t.numel() for t in tensors)
     with _lock:
         plan = _plans.get(key)
         if plan is None:
             plan = _plans[key] = Plan(program, params, prof, p, tuple(modes), nonfinite, structs,
-                                      len(inputs), elements, pol, tensors[0].device.type if tensors else "cpu")
+                                      len(inputs), elements, pol, tensors[0].device.type if tensors else "cpu",
+                                      judged)
         plan.calls += 1
     return plan
 
@@ -314,10 +316,15 @@ class Plan:
     """One signature: its eager facts (site labels, output names) and, once
     compiled, the compiled function."""
 
-    def __init__(self, program, params, prof, p, modes, nonfinite, structs, n_inputs, elements, pol, device):
+    def __init__(self, program, params, prof, p, modes, nonfinite, structs, n_inputs, elements, pol, device,
+                 judged=0):
         self.program, self.params, self.prof, self.p = program, dict(params), prof, p
         self.modes, self.nonfinite, self.structs, self.n_inputs = modes, nonfinite, structs, n_inputs
         self.elements, self.policy = elements, pol
+        # every judged tensor's elements: a CUDA graph keeps a copy of them all (and its
+        # intermediates), so its size limit counts inputs too (cross_entropy's 1e8 logits
+        # have 24k outputs)
+        self.judged = judged
         self.calls = 0
         self.sites = None          # [(label, kind, fmt, limit, elements)] from an eager run
         self.failed = None         # why this signature stays eager
@@ -467,7 +474,7 @@ class Plan:
                 self.full = self.device not in FLAGS_ONLY_DEVICES
                 # a CUDA graph's outputs are overwritten by its next replay: only the flags,
                 # read at once, may come from one (never regions that a verdict keeps)
-                self.graphs = not self.full and _cudagraphs(self.device, self.elements)
+                self.graphs = not self.full and _cudagraphs(self.device, self.judged)
                 self.fn, (whats, flags, *regions) = self._call(
                     lambda: self._core(full=self.full, graphs=self.graphs), tensors)
                 if self.graphs and self.whole and CUDAGRAPH_BY == "capture" and self.device == "cuda":

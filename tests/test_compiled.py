@@ -343,6 +343,22 @@ def test_cuda_graphs_only_for_small_cuda_signatures_and_a_bad_setting_says_what_
         compiled._cudagraphs("cuda", 10)
 
 
+def test_the_cuda_graph_size_limit_counts_every_judged_tensor(policy, monkeypatch, flags_only):
+    """A graph keeps a copy of its inputs: cross_entropy's limit counts its logits and labels,
+    not only its per-row losses."""
+    asked = []
+    monkeypatch.setattr(compiled, "_cudagraphs", lambda device, elements: asked.append(elements) or False)
+    op = operators.get("cross_entropy")
+    inputs, params = op.example(3, dtype=torch.bfloat16, family="calibration", rows=8, cols=64)
+    outs = emulate(op.reference, inputs, params, Plan(seed=1))
+    policy("always")
+    check(op.reference, outs, inputs, params)
+    check(op.reference, outs, inputs, params)
+    judged = sum(t.numel() for t in list(inputs) + list(outs if isinstance(outs, (tuple, list)) else [outs])
+                 if isinstance(t, torch.Tensor))
+    assert asked == [judged] and judged > 8 * 64
+
+
 def test_a_program_not_traceable_whole_is_compiled_without_cuda_graphs(policy, monkeypatch, flags_only):
     """A program that reads its row count to the host (a graph break): asked to run as a
     CUDA graph (here, forced on the CPU, where Inductor runs none), it is traced whole
