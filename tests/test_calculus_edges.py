@@ -199,3 +199,17 @@ def test_the_emulator_divides_by_a_power_of_two_argument_exactly():
 def _h200():
     from numoracle.mathlib import load
     return load("h200")
+
+
+def test_a_derivative_from_the_value_equals_the_derivative_bit_for_bit():
+    # the calculus evaluates f once where deriv's formula evaluates f (exp, exp2, tanh): the
+    # derivative must be the one deriv computes, to the bit, or compiled and eager verdicts
+    # of older signatures would drift
+    from numoracle.calculus.functions import FUNCTIONS
+    g = torch.Generator().manual_seed(5)
+    x = torch.cat([torch.randn(200_000, generator=g, dtype=torch.float64) * s for s in (1e-3, 1.0, 30.0)]
+                  + [torch.tensor([0.0, -0.0, 88.0, -88.0, 127.0, -745.0, 1e-300])])
+    with_value = [f for f in FUNCTIONS.values() if f.deriv_value is not None]
+    assert {f.name for f in with_value} >= {"exp", "exp2", "tanh"}
+    for f in with_value:
+        assert torch.equal(f.deriv_value(x, f.value(x)), f.deriv(x)), f.name

@@ -41,6 +41,10 @@ class Function:
     domain_text: str
     # max |f| over [lo, hi] (monotone functions: the larger endpoint image)
     magnitude: Callable[[Tensor, Tensor], Tensor]
+    # the derivative from (x, f(x)), by deriv's own formula, where that formula evaluates f:
+    # f is then computed once (each evaluation is a full-size pass, and compiled, a buffer of
+    # its own: softmax's kernel stored exp(x - m) twice)
+    deriv_value: Callable[[Tensor, Tensor], Tensor] | None = None
 
 
 def _everywhere(lo: Tensor, hi: Tensor) -> Tensor:
@@ -82,6 +86,7 @@ _register(Function(
     in_domain=lambda lo, hi: hi <= FP32_EXP_LIMIT,
     domain_text=f"argument <= {FP32_EXP_LIMIT} (fp32 exp overflows above)",
     magnitude=lambda lo, hi: torch.exp(hi),
+    deriv_value=lambda x, v: v,
 ))
 _register(Function(
     "exp2", torch.exp2, lambda x: _LN2 * torch.exp2(x),
@@ -89,6 +94,7 @@ _register(Function(
     in_domain=lambda lo, hi: hi <= FP32_EXP2_LIMIT,
     domain_text=f"argument <= {FP32_EXP2_LIMIT} (fp32 exp2 overflows above)",
     magnitude=lambda lo, hi: torch.exp2(hi),
+    deriv_value=lambda x, v: _LN2 * v,
 ))
 _register(Function(
     "log", torch.log, torch.reciprocal,
@@ -139,6 +145,7 @@ _register(Function(
     curvature=_const(0.7698004),
     in_domain=_everywhere, domain_text="all reals",
     magnitude=_mono_mag(torch.tanh),
+    deriv_value=lambda x, v: 1.0 - v.pow(2),
 ))
 _register(Function(
     "erf", torch.erf, _erf_deriv,

@@ -590,7 +590,7 @@ def _exact_fn(x: Tracked, name: str) -> Tracked:
     taint = x.taint if ctx.all(ok) else _or(x.taint, ~ok)
     with torch.no_grad():
         c = f.value(x.c)
-        g = f.deriv(x.c)
+        g = f.deriv(x.c) if f.deriv_value is None else f.deriv_value(x.c, c)
     fm = FM.scale(x.form, g)
     if ctx.any((R > 0)):
         rem = torch.where(R > 0, 0.5 * f.curvature(lo, hi) * R * R, torch.zeros_like(R))
