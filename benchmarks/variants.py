@@ -9,6 +9,8 @@ spills on a GPU.
         --variant default: --variant recompute:inductor.realize_reads_threshold=64
     python benchmarks/variants.py --device cuda --ops rms_norm --n 1e6 \
         --variant capture:compiled.CUDAGRAPH_BY=capture --variant trees:compiled.CUDAGRAPH_BY=inductor
+    python benchmarks/variants.py --device cuda --ops softmax,rms_norm --n 1e7 \
+        --variant flat: --variant rows:compiled.FLAGS_BY_ROW=True
 
 ``inductor.NAME=value`` sets an Inductor option of the compiled verdict, ``compiled.NAME=value``
 a setting of ``numoracle.compiled``, anything else an environment variable.

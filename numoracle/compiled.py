@@ -72,6 +72,22 @@ CUDAGRAPH_BY = "capture"
 # reduction loops; rms_norm at 1e6 on one core, best of 4 interleaved runs: 63.9 ns/element
 # flags alone, 52.2 with the regions returned (the H200 gained time and memory at every size)
 FLAGS_ONLY_DEVICES = {"cuda"}
+# whether a flags function reduces each mask along its last axis first (then over rows).  A
+# reduction per row has the iteration space of the loops that compute the mask, so a compiler
+# may fuse the rounding-interval check into them instead of storing the regions for a flat
+# reduction of its own.  Off: in Inductor's C++ (rms_norm, 16x4096) the check's loop stays
+# flat, and stores its masks for a row reduction of their own; not yet measured on a GPU
+# (benchmarks/variants.py --variant rows:compiled.FLAGS_BY_ROW=True)
+FLAGS_BY_ROW = False
+
+
+def _any(mask: torch.Tensor) -> torch.Tensor:
+    """Whether any element of a traced mask is set (``FLAGS_BY_ROW``: row by row first)."""
+    if FLAGS_BY_ROW and mask.ndim >= 2:
+        return mask.any(dim=-1).any()
+    return mask.any()
+
+
 # a flags-only signature whose verdicts mostly need their regions (at least this many, and at
 # least half of them) switches to its compiled regions function as its verdict
 REGIONS_WANTED = 3
@@ -430,12 +446,12 @@ class Plan:
                 if reg is None:             # a quantizer output: its two-step judgement, in every mode
                     centre, lo, hi, qlo, qhi, rejected, unc = quant[j]
                     outs.append((centre, lo, hi, qlo, qhi, rejected, unc))
-                    flags += [rejected.any(), unc.any()]
+                    flags += [_any(rejected), _any(unc)]
                     continue
                 # the rejected masks only feed the flags: a verdict computes them eagerly, from the
                 # regions, when they are asked for
                 rejected, _ = judge_masks(reg.fmt, reg.centre, reg.fixed, reg.stat, reg.taint, y, modes)
-                flags += [r.any() for r in rejected] + [reg.taint.any()]
+                flags += [_any(r) for r in rejected] + [_any(reg.taint)]
                 outs.append((reg.centre, reg.fixed, reg.stat, reg.taint))
             # the sites' statistics are not returned (so not computed): the certificate is
             # filled in from an eager run when it is read

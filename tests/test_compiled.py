@@ -319,6 +319,30 @@ def test_regions_whose_flags_disagree_with_the_verdict_raise(policy, monkeypatch
         v.outputs[0].rejected
 
 
+@pytest.mark.parametrize("name,faults", [("rms_norm", ("ulp_off_store",)), ("per_token_group_quant_fp8", ())])
+def test_flags_reduced_row_by_row_equal_the_flat_ones(policy, monkeypatch, flags_only, name, faults):
+    if name == "per_token_group_quant_fp8":
+        op = operators.get(name)
+        inputs, params = op.example(5, dtype=torch.bfloat16, family="calibration", rows=6, cols=256)
+        outs = torch_group_quant(inputs[0], **params)
+        cases = [(op, inputs, params, outs)]
+    else:
+        cases = [_case(name, faults=faults)]
+    op, inputs, params, outs = cases[0]
+    got = {}
+    for by_row in (False, True):
+        monkeypatch.setattr(compiled, "FLAGS_BY_ROW", by_row)
+        compiled.clear()
+        policy("always")
+        for _ in range(3):
+            v = check_modes(op.reference, outs, inputs, params)
+        assert _only_plan().fn is not None and not _only_plan().full
+        got[by_row] = {m: (x.status, x.n_rejected) for m, x in v.items()}
+    assert got[True] == got[False]
+    if faults:
+        assert got[True]["statistical"][0] == "reject"
+
+
 def test_copies_into_buffers_of_mixed_dtypes_pair_by_pair():
     # the captured graph's argument copy groups its tensors by dtype: each must land in its own buffer
     srcs = [torch.randn(3, 5).to(torch.bfloat16), torch.randn(4), torch.arange(6), torch.randn(2, 2).to(torch.bfloat16)]
