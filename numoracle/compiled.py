@@ -67,6 +67,7 @@ CUDAGRAPH_MAX_ELEMENTS = 1 << 24
 # once, on its own copies of the inputs: ``_Captured``) or "inductor" (Inductor's CUDA-graph trees,
 # ``triton.cudagraphs``, whose replay checks and bookkeeping run in Python on every call)
 CUDAGRAPH_BY = "capture"
+CAPTURE_DEVICES = {"cuda"}      # device types where numoracle captures graphs itself
 # device types where the compiled verdict returns the flags alone (regions computed when asked
 # for).  Not the CPU: there Inductor's C++ recomputes the dead regions' arithmetic in the flags'
 # reduction loops; rms_norm at 1e6 on one core, best of 4 interleaved runs: 63.9 ns/element
@@ -333,7 +334,7 @@ class Plan:
     compiled, the compiled function."""
 
     def __init__(self, program, params, prof, p, modes, nonfinite, structs, n_inputs, elements, pol, device,
-                 judged=0):
+                 judged):
         self.program, self.params, self.prof, self.p = program, dict(params), prof, p
         self.modes, self.nonfinite, self.structs, self.n_inputs = modes, nonfinite, structs, n_inputs
         self.elements, self.policy = elements, pol
@@ -493,8 +494,14 @@ class Plan:
                 self.graphs = not self.full and _cudagraphs(self.device, self.judged)
                 self.fn, (whats, flags, *regions) = self._call(
                     lambda: self._core(full=self.full, graphs=self.graphs), tensors)
-                if self.graphs and self.whole and CUDAGRAPH_BY == "capture" and self.device == "cuda":
-                    self.fn = _Captured(self.fn, tensors)
+                if self.graphs and self.whole and CUDAGRAPH_BY == "capture" and self.device in CAPTURE_DEVICES:
+                    try:
+                        self.fn = _Captured(self.fn, tensors)
+                    except Exception as exc:   # the compiled function still runs, launched as it is
+                        self.graphs = False
+                        warnings.warn(f"numoracle: {self.program.name}'s compiled verdict runs without a CUDA "
+                                      f"graph; capturing it failed ({type(exc).__name__}: {str(exc)[:300]}).",
+                                      RuntimeWarning, stacklevel=4)
             else:
                 whats, flags, *regions = self.fn(*tensors)
             full = self.full

@@ -343,6 +343,23 @@ def test_flags_reduced_row_by_row_equal_the_flat_ones(policy, monkeypatch, flags
         assert got[True]["statistical"][0] == "reject"
 
 
+def test_a_graph_that_cannot_be_captured_leaves_the_compiled_verdict_running(policy, monkeypatch, flags_only):
+    def refuse(fn, tensors):
+        raise RuntimeError("operation not permitted when stream is capturing")
+    monkeypatch.setattr(compiled, "_cudagraphs", lambda device, elements: True)
+    monkeypatch.setattr(compiled, "CAPTURE_DEVICES", {"cpu"})
+    monkeypatch.setattr(compiled, "_Captured", refuse)
+    op, inputs, params, outs, ve, _ = _eager_and_compiled(policy, faults=("ulp_off_store",))
+    with pytest.warns(RuntimeWarning, match="runs without a CUDA graph; capturing it failed .RuntimeError: "
+                                            "operation not permitted"):
+        compiled.clear()
+        check(op.reference, outs, inputs, params)
+        vc = check(op.reference, outs, inputs, params)
+    plan = _only_plan()
+    assert plan.fn is not None and plan.failed is None and plan.graphs is False
+    assert vc.status == ve.status == "reject"
+
+
 def test_copies_into_buffers_of_mixed_dtypes_pair_by_pair():
     # the captured graph's argument copy groups its tensors by dtype: each must land in its own buffer
     srcs = [torch.randn(3, 5).to(torch.bfloat16), torch.randn(4), torch.arange(6), torch.randn(2, 2).to(torch.bfloat16)]
