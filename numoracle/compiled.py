@@ -109,6 +109,17 @@ QUANTIZER_DEVICES = {"cpu", "cuda"}
 COMPILE_OPTIONS = {"emulate_precision_casts": True, "pattern_matcher": False}
 
 
+# Whether a CPU verdict is compiled with ``cpu_options`` (256-bit vectors beside 512-bit ones).
+# Off: built that way, GCC 12's code for one graph lost its float64 -> float32 -> float64
+# roundings (the quantizer's code bounds with unsanitised inputs: the source has four
+# convert<float,1,double,2>, the binary no vcvtpd2ps, and all 2048 bounds came out unrounded),
+# where Inductor's default 512-bit build of the same graph rounds (docs/results/
+# 2026-11-30-cpu-unsanitised-inputs-probe.txt).  The calculus rounds by such casts everywhere,
+# so a build that may drop them is not used, at the cost of its 1.1-1.6x
+# (benchmarks/variants.py --variant s256:compiled.NARROW_CPU_VECTORS=True measures it).
+NARROW_CPU_VECTORS = False
+
+
 def cpu_options() -> dict:
     """Inductor options of a verdict compiled for the CPU: 256-bit vectors where the CPU also
     has 512-bit ones.  A verdict's loops hold hundreds of float64 values per element and are
@@ -396,7 +407,7 @@ class Plan:
             code = code.replace(co_name=f"numoracle_{'regions' if full else 'verdict'}_{_serial[0]}")
         fn = types.FunctionType(code, fn.__globals__, code.co_name, fn.__defaults__, fn.__closure__)
         options = dict(COMPILE_OPTIONS)
-        if self.device == "cpu":
+        if self.device == "cpu" and NARROW_CPU_VECTORS:
             options.update(cpu_options())
         keep = getattr(torch.compiler, "keep_tensor_guards_unsafe", None)
         if keep is not None and self.whole:
