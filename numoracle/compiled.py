@@ -319,6 +319,14 @@ class _Captured:
         return self.whats, flags
 
 
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal up to float64 evaluation order (2**-40 relative); non-finite values exactly."""
+    fin = torch.isfinite(a) & torch.isfinite(b)
+    near = (a - b).abs() <= 2.0 ** -40 * (a.abs() + b.abs())
+    same = (a == b) | (a.isnan() & b.isnan())
+    return bool(torch.where(fin, near, same).all())
+
+
 def _copy_into(dsts, srcs) -> None:
     """dst.copy_(src) for each pair, one launch per dtype on a GPU (torch's fused copy takes
     one dtype at a time, and falls back to a launch per tensor on a mixed list)."""
@@ -505,6 +513,7 @@ class Plan:
                 self.graphs = not self.full and _cudagraphs(self.device, self.judged)
                 self.fn, (whats, flags, *regions) = self._call(
                     lambda: self._core(full=self.full, graphs=self.graphs), tensors)
+                self._compare_with_eager(tensors, flags, regions)
                 if self.graphs and self.whole and CUDAGRAPH_BY == "capture" and self.device in CAPTURE_DEVICES:
                     try:
                         self.fn = _Captured(self.fn, tensors)
@@ -551,6 +560,23 @@ class Plan:
                                       self.ref_device, self.modes, flags[at:at + n]))
             at += n
         return judged, Certificate(inputs=policy, compute=lambda: eager()[0]), policy
+
+    def _compare_with_eager(self, tensors, flags, regions) -> None:
+        """The first compiled call against the same tensor code run eagerly: equal flags, and
+        (where the compiled function returns them) equal masks and bounds, centres and radii
+        within float64 evaluation-order differences.  A compiler that miscompiles a verdict
+        (on this project's AVX-512 CPU, a 256-bit build once dropped float64 -> float32 ->
+        float64 roundings) then leaves its signature eager instead of judging wrongly."""
+        _, want, *want_regions = self._function(full=self.full)(*tensors)
+        if not torch.equal(flags.cpu(), want.cpu()):
+            raise RuntimeError(f"the compiled flags {flags.tolist()} differ from the eager ones {want.tolist()}")
+        for got, ref in zip(regions[:1], want_regions[:1]):
+            for j, (g, r) in enumerate(zip(got, ref)):
+                for k, (a, b) in enumerate(zip(g, r)):
+                    # masks, and a quantizer's code bounds (parts 3 and 4 of its seven), exactly
+                    exact = not a.is_floating_point() or (len(g) == 7 and k in (3, 4))
+                    if not (torch.equal(a, b) if exact else _close(a, b)):
+                        raise RuntimeError(f"output {j}'s compiled regions (part {k}) differ from the eager ones")
 
     def _check_sites(self, whats) -> None:
         if len(whats) != len(self.sites) or any(

@@ -360,6 +360,38 @@ def test_a_graph_that_cannot_be_captured_leaves_the_compiled_verdict_running(pol
     assert vc.status == ve.status == "reject"
 
 
+@pytest.mark.parametrize("fault", ["flags", "centre"])
+def test_a_miscompiled_verdict_is_caught_on_its_first_call_and_judged_eagerly(policy, monkeypatch, fault):
+    """The first compiled call is compared with the same tensor code run eagerly: a compiler
+    that gets a flag or a centre wrong leaves the signature eager, with a warning."""
+    real = compiled.Plan._core
+
+    def miscompiled(self, full, graphs=False):
+        fn = real(self, full, graphs)
+
+        def wrong(*tensors):
+            whats, flags, *regions = fn(*tensors)
+            if fault == "flags":
+                flags = ~flags
+            else:
+                (centre, *rest), *others = regions[0]
+                regions = [[(centre * (1 + 2.0 ** -30), *rest), *others]]
+            return (whats, flags, *regions)
+        return wrong
+    monkeypatch.setattr(compiled.Plan, "_core", miscompiled)
+    op, inputs, params, outs = _case(faults=("ulp_off_store",))
+    policy("never")
+    ve = check(op.reference, outs, inputs, params)
+    policy("always")
+    check(op.reference, outs, inputs, params)
+    with pytest.warns(RuntimeWarning, match="compiling its verdict failed .RuntimeError: "):
+        vc = check(op.reference, outs, inputs, params)
+    plan = _only_plan()
+    assert plan.failed is not None and ("flags" in plan.failed if fault == "flags" else "part 0" in plan.failed)
+    assert vc.status == ve.status == "reject"
+    assert torch.equal(vc.outputs[0].rejected, ve.outputs[0].rejected)
+
+
 def test_copies_into_buffers_of_mixed_dtypes_pair_by_pair():
     # the captured graph's argument copy groups its tensors by dtype: each must land in its own buffer
     srcs = [torch.randn(3, 5).to(torch.bfloat16), torch.randn(4), torch.arange(6), torch.randn(2, 2).to(torch.bfloat16)]
