@@ -325,10 +325,8 @@ def test_flags_reduced_row_by_row_equal_the_flat_ones(policy, monkeypatch, flags
         op = operators.get(name)
         inputs, params = op.example(5, dtype=torch.bfloat16, family="calibration", rows=6, cols=256)
         outs = torch_group_quant(inputs[0], **params)
-        cases = [(op, inputs, params, outs)]
     else:
-        cases = [_case(name, faults=faults)]
-    op, inputs, params, outs = cases[0]
+        op, inputs, params, outs = _case(name, faults=faults)
     got = {}
     for by_row in (False, True):
         monkeypatch.setattr(compiled, "FLAGS_BY_ROW", by_row)
