@@ -213,3 +213,32 @@ def test_a_derivative_from_the_value_equals_the_derivative_bit_for_bit():
     assert {f.name for f in with_value} >= {"exp", "exp2", "tanh"}
     for f in with_value:
         assert torch.equal(f.deriv_value(x, f.value(x)), f.deriv(x)), f.name
+
+
+@no.reference
+def row_sum(x):
+    return no.sum(x.to(fp32), axis=-1)
+
+
+@no.reference
+def row_dot(x, w):
+    return no.matmul(x.to(fp32), w.to(fp32), acc=fp32)
+
+
+def test_a_float64_centre_of_a_sum_or_dot_allows_for_any_summation_order():
+    """A centre summing n terms in float64 may be off by about n 2**-53 of the terms'
+    magnitudes in whatever order a device sums them: with cancellation (here to exactly 0),
+    far more than 2**-50 of the result."""
+    from numoracle.calculus.form import DET
+    from numoracle.check import run_reference
+    from numoracle.mathlib import load
+    prof = load("interpreter")
+    n = 1000
+    x = torch.ones(2, n, dtype=torch.float32)
+    x[:, n // 2:] = -1.0
+    want = gamma_bound(n, 2.0 ** -53) * n          # sum |x| = n, the result 0
+    s = run_reference(row_sum, (x,), {}, prof)[0][0]
+    assert bool((s.c == 0).all())
+    assert bool((s.form.det[DET] >= want).all())
+    d = run_reference(row_dot, (x, torch.ones(n, 3, dtype=torch.float32)), {}, prof)[0][0]
+    assert bool((d.form.det[DET] >= want).all())
