@@ -48,10 +48,12 @@ def _outputs_tuple(out):
 
 
 def run_reference(program: Reference, inputs, params, profile, condensed=True, nonfinite="error",
-                  traced=False):
+                  traced=False, sanitise=True):
     """Evaluate a reference program under the calculus.  Returns (outputs, ctx,
     input policy); traced (under torch.compile), the policy is a bool tensor:
-    whether any input was non-finite."""
+    whether any input was non-finite.  Traced without ``sanitise``, the inputs
+    are used as given (no zeroing of non-finite values, no taint): only for a
+    caller that judges eagerly whenever the policy flag is set."""
     ctx = Context(profile=profile, condensed=condensed, traced=traced)
     args = []
     names = program.input_names + [f"arg{i}" for i in range(len(program.input_names), len(inputs))]
@@ -70,8 +72,9 @@ def run_reference(program: Reference, inputs, params, profile, condensed=True, n
         taint = None
         if traced:
             any_bad.append(bad.any())
-            taint = bad
-            v = torch.where(bad, torch.zeros_like(v), v)
+            if sanitise:
+                taint = bad
+                v = torch.where(bad, torch.zeros_like(v), v)
         elif bool(bad.any()):
             if nonfinite == "error":
                 where = tuple(int(k) for k in torch.nonzero(bad)[0])
@@ -165,11 +168,12 @@ def check_modes(program, outputs, inputs, params=None, *, modes=MODES, backend="
                      (program, inputs, params, prof, nonfinite))
 
 
-def evaluate(program, inputs, kernel_outs, params, prof, p, nonfinite, traced=False):
+def evaluate(program, inputs, kernel_outs, params, prof, p, nonfinite, traced=False, sanitise=True):
     """Run the reference program and build each output's region: (refs, ctx,
     input policy, decoded kernel outputs, names, regions) with region None for
     a quantizer's outputs (judged in two steps by ``oracles.quantizer``)."""
-    refs, ctx, policy = run_reference(program, inputs, params, prof, nonfinite=nonfinite, traced=traced)
+    refs, ctx, policy = run_reference(program, inputs, params, prof, nonfinite=nonfinite, traced=traced,
+                                      sanitise=sanitise)
     if len(kernel_outs) != len(refs):
         raise InvalidArgument(
             f"{program.name} returns {len(refs)} output(s) but {len(kernel_outs)} were given; pass "

@@ -89,6 +89,12 @@ def _any(mask: torch.Tensor) -> torch.Tensor:
     return mask.any()
 
 
+# whether a traced verdict zeroes its non-finite inputs and taints what depends on them, under
+# nonfinite="error" too.  Not needed there: a non-finite input sets the policy flag, and the
+# verdict is then judged eagerly, which raises; what the compiled code computed from it is never
+# read.  (Under nonfinite="uncertified" the inputs are always sanitised.)
+SANITISE_INPUTS = True
+
 # a flags-only signature whose verdicts mostly need their regions (at least this many, and at
 # least half of them) switches to its compiled regions function as its verdict
 REGIONS_WANTED = 3
@@ -459,7 +465,8 @@ class Plan:
         def numoracle_verdict(*tensors):
             args = [t if kind == "tensor" else (t, fmt) for (kind, fmt), t in zip(structs, tensors)]
             refs, ctx, policy, decoded, names, regions = evaluate(
-                program, args[:n_in], args[n_in:], params, prof, p, nonfinite, traced=True)
+                program, args[:n_in], args[n_in:], params, prof, p, nonfinite, traced=True,
+                sanitise=SANITISE_INPUTS or nonfinite != "error")
             quant = QZ.judge_tensors(refs, decoded) if any(reg is None for reg in regions) else {}
             outs, flags = [], []
             for j, (reg, y) in enumerate(zip(regions, decoded)):
