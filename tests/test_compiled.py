@@ -577,3 +577,19 @@ def test_cpu_verdicts_ask_for_256_bit_vectors_only_beside_512_bit_ones(monkeypat
             return self.w
     monkeypatch.setattr(cpu_vec_isa, "valid_vec_isa_list", lambda: [_Isa(w) for w in sorted(widths)])
     assert compiled.cpu_options() == want
+
+
+def test_centres_are_compared_against_their_radius_and_a_lost_rounding_still_shows():
+    """The first-call check's tolerance: a float64 reordering of a cancelling centre (relative
+    difference far above 2**-40, a tiny part of the radius) passes; a centre that lost an fp32
+    rounding (off by 2**-30 of 1, with a radius of one fp32 unit roundoff) does not."""
+    radius = torch.full((2,), 2.0 ** -24, dtype=torch.float64)
+    a = torch.tensor([2.0 ** -40, 1.0], dtype=torch.float64)
+    reordered = a + torch.tensor([2.0 ** -60, 0.0], dtype=torch.float64)
+    assert not compiled._close(a, reordered)
+    assert compiled._close(a, reordered, radius)
+    exact = torch.tensor([1.0 + 2.0 ** -30, 1.0], dtype=torch.float64)
+    lost = exact.to(torch.float32).to(torch.float64)
+    assert not compiled._close(exact, lost, radius)
+    nan = torch.tensor([float("nan"), float("inf")], dtype=torch.float64)
+    assert compiled._close(nan, nan.clone(), radius) and not compiled._close(nan, a, radius)
