@@ -153,7 +153,9 @@ def test_a_failed_compile_is_judged_eagerly_with_one_warning(policy, monkeypatch
     check(op.reference, outs, inputs, params)          # no second warning: the plan stays eager
 
 
-def test_non_finite_inputs_under_a_compiled_signature(policy):
+@pytest.mark.parametrize("sanitise", [True, False])
+def test_non_finite_inputs_under_a_compiled_signature(policy, monkeypatch, sanitise):
+    monkeypatch.setattr(compiled, "SANITISE_INPUTS", sanitise)
     op, inputs, params, outs = _case()
     policy("always")
     check(op.reference, outs, inputs, params, nonfinite="uncertified")
