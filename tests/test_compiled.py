@@ -595,3 +595,33 @@ def test_centres_are_compared_against_their_radius_and_a_lost_rounding_still_sho
     assert not compiled._close(exact, lost, radius)
     nan = torch.tensor([float("nan"), float("inf")], dtype=torch.float64)
     assert compiled._close(nan, nan.clone(), radius) and not compiled._close(nan, a, radius)
+
+
+def test_the_first_call_check_waits_for_finite_inputs(policy, monkeypatch):
+    """A first compiled call with a non-finite input is judged eagerly (under 'error' it raises):
+    only its non-finite flag is compared, and the full comparison comes with the first finite
+    call, which still catches a wrong centre."""
+    real = compiled.Plan._core
+
+    def miscompiled(self, full, graphs=False):
+        fn = real(self, full, graphs)
+
+        def wrong(*tensors):
+            whats, flags, *regions = fn(*tensors)
+            (centre, *rest), *others = regions[0]
+            return (whats, flags, [(centre * (1 + 2.0 ** -30), *rest), *others])
+        return wrong
+    monkeypatch.setattr(compiled.Plan, "_core", miscompiled)
+    monkeypatch.setattr(compiled, "SANITISE_INPUTS", False)
+    op, inputs, params, outs = _case()
+    policy("always")
+    check(op.reference, outs, inputs, params)
+    x = inputs[0].clone()
+    x[0, 0] = math.nan
+    with pytest.raises(InvalidArgument, match="non-finite"):
+        check(op.reference, outs, (x,) + tuple(inputs[1:]), params)
+    plan = _only_plan()
+    assert plan.fn is not None and plan.failed is None and not plan.compared
+    with pytest.warns(RuntimeWarning, match="part 0"):
+        check(op.reference, outs, inputs, params)
+    assert plan.failed is not None
