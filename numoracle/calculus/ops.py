@@ -10,7 +10,7 @@ import torch
 from .. import formats as F
 from ..errors import InvalidArgument
 from . import form as FM
-from .tracked import Cond, Tracked, apply, cat, _div, ulp_bound_fp32, _as_cond, _ax, _fp64_slack, _or, _squeeze_axis, _sum_axis, promote
+from .tracked import Cond, Tracked, apply, cat, _div, ulp_bound_fp32, _as_cond, _ax, _or, _squeeze_axis, _sum_axis, fp64_sum_slack, promote
 
 Tensor = torch.Tensor
 ORDERS = ("any", "sequential", "tree")
@@ -96,7 +96,7 @@ def sum(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=Non
         key = ctx.new_key()
         fm = FM.add_private(fm, FM.Entry(gamma * S, d * (u * S * (1 + gamma)) ** 2,
                                          frozenset((key,)), label), ctx.condensed)
-    fm = _fp64_slack(fm, c, ctx, n, S)
+    fm = fp64_sum_slack(fm, S, n, ctx)
     return Tracked(c, fmt, fm, ctx, taint=taint)
 
 
@@ -299,7 +299,7 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None) -> Tracked:
         tb = b.taint.expand(b.c.shape).to(torch.float64) if b.taint is not None else torch.zeros_like(b.c)
         taint = ((ta @ torch.ones_like(b.c)) + (torch.ones_like(a.c) @ tb)) > 0
         taint = taint | ~ok
-    fm = _fp64_slack(fm, c, ctx, K, S)
+    fm = fp64_sum_slack(fm, S, K, ctx)
     return Tracked(c, acc, fm, ctx, taint=taint)
 
 
