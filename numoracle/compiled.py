@@ -89,11 +89,19 @@ def _any(mask: torch.Tensor) -> torch.Tensor:
     return mask.any()
 
 
-# whether a traced verdict zeroes its non-finite inputs and taints what depends on them, under
-# nonfinite="error" too.  Not needed there: a non-finite input sets the policy flag, and the
-# verdict is then judged eagerly, which raises; what the compiled code computed from it is never
-# read.  (Under nonfinite="uncertified" the inputs are always sanitised.)
-SANITISE_INPUTS = True
+# device types where a verdict traced under nonfinite="error" zeroes its non-finite inputs and
+# taints what depends on them (under "uncertified" it always does): none.  Elsewhere the inputs
+# are used as given: a non-finite one sets the policy flag, and the verdict is then judged
+# eagerly, which raises, so what the compiled code computed from it is never read.  The taint
+# costs a row reduction that splits the loops after it.  Per verdict without it, on the H200 at
+# 1e8: softmax 3.01 -> 2.53 ms, cross_entropy 2.44 -> 1.56, quantizer 2.74 -> 2.41, layer_norm
+# 3.24 -> 3.62 (docs/results/2026-11-30-h200-variants-sanitise-1e8.json); on one core of this
+# project's CPU at 1e6, interleaved: rms_norm 69 -> 64-67 ms, softmax 53-55 -> 45-49,
+# cross_entropy 28-30 -> 20-21, layer_norm 77-78 -> 58, quantizer 50 -> 56-60
+# (-cpu-variants-sanitise-1e6.txt).  A verdict whose unsanitised code fails to compile
+# (Inductor's Triton for rms_norm at 1e8 on the H200: a loop-carried bool turned int8) is
+# compiled sanitised instead (Plan.unsanitised_failed says why).
+SANITISE_DEVICES: set = set()
 
 # a flags-only signature whose verdicts mostly need their regions (at least this many, and at
 # least half of them) switches to its compiled regions function as its verdict
@@ -343,6 +351,15 @@ def _close(a: torch.Tensor, b: torch.Tensor, radius: torch.Tensor | None = None)
     return bool(torch.where(fin, near, same).all())
 
 
+def _brief(message: str, head: int = 200, tail: int = 500) -> str:
+    """A compiler's error for a warning: its start (the exception's type) and its end, where
+    Inductor and Triton say what went wrong (a subprocess's traceback comes between)."""
+    message = message.strip()
+    if len(message) <= head + tail + 5:
+        return message
+    return f"{message[:head]} ... {message[-tail:]}"
+
+
 def _copy_into(dsts, srcs) -> None:
     """dst.copy_(src) for each pair, one launch per dtype on a GPU (torch's fused copy takes
     one dtype at a time, and falls back to a launch per tensor on a mixed list)."""
@@ -385,6 +402,10 @@ class Plan:
         self.fn = None             # the compiled verdict (flags only)
         self.graphs = False        # whether it runs as a CUDA graph
         self.whole = True          # whether the program traces whole (no graph break)
+        # whether its traced inputs are sanitised (SANITISE_DEVICES), and why they are where
+        # they were not to be (the unsanitised compile's error)
+        self.sanitise = nonfinite != "error" or device in SANITISE_DEVICES
+        self.unsanitised_failed = None
         self.split = None          # why it does not (the whole trace's error)
         self.sites_checked = False  # the traced sites were compared with the eager run's
         self.compared = False       # a compiled call was compared with the same code run eagerly
@@ -456,6 +477,11 @@ class Plan:
         try:
             return fn, fn(*tensors)
         except Exception as exc:
+            if not self.sanitise:
+                # another trace, another kernel: compiled with sanitised inputs it may well build
+                self.unsanitised_failed = f"{type(exc).__name__}: {exc}"[:2000]
+                self.sanitise = True
+                return self._call(make, tensors)
             if not self.whole:
                 raise
             self.split = f"{type(exc).__name__}: {exc}"[:2000]
@@ -471,13 +497,14 @@ class Plan:
         from .oracles import quantizer as QZ
         program, params, prof, p, modes, nonfinite = (self.program, self.params, self.prof, self.p,
                                                       self.modes, self.nonfinite)
+        sanitise = self.sanitise
         structs, n_in = self.structs, self.n_inputs
 
         def numoracle_verdict(*tensors):
             args = [t if kind == "tensor" else (t, fmt) for (kind, fmt), t in zip(structs, tensors)]
             refs, ctx, policy, decoded, names, regions = evaluate(
                 program, args[:n_in], args[n_in:], params, prof, p, nonfinite, traced=True,
-                sanitise=SANITISE_INPUTS or nonfinite != "error")
+                sanitise=sanitise)
             quant = QZ.judge_tensors(refs, decoded) if any(reg is None for reg in regions) else {}
             outs, flags = [], []
             for j, (reg, y) in enumerate(zip(regions, decoded)):
@@ -537,14 +564,14 @@ class Plan:
                     except Exception as exc:   # the compiled function still runs, launched as it is
                         self.graphs = False
                         warnings.warn(f"numoracle: {self.program.name}'s compiled verdict runs without a CUDA "
-                                      f"graph; capturing it failed ({type(exc).__name__}: {str(exc)[:300]}).",
+                                      f"graph; capturing it failed ({_brief(type(exc).__name__ + ': ' + str(exc))}).",
                                       RuntimeWarning, stacklevel=4)
             else:
                 whats, flags, *regions = self.fn(*tensors)
             if not self.compared:
                 # fully on the first call with finite inputs: with a non-finite one only the flag
                 # that says so (the verdict is then judged eagerly, and the values of code traced
-                # without SANITISE_INPUTS are meaningless)
+                # without sanitised inputs are meaningless)
                 nonfinite = bool(flags[-1])
                 self._compare_with_eager(tensors, flags, regions, policy_only=nonfinite)
                 self.compared = not nonfinite
@@ -615,7 +642,7 @@ class Plan:
     def _fail(self, exc) -> None:
         self.failed = f"{type(exc).__name__}: {exc}"
         warnings.warn(f"numoracle: judging {self.program.name} eagerly; compiling its verdict failed "
-                      f"({self.failed[:300]}). Set NUMORACLE_COMPILE=never to skip compiling.",
+                      f"({_brief(self.failed)}). Set NUMORACLE_COMPILE=never to skip compiling.",
                       RuntimeWarning, stacklevel=4)
 
     def _regions(self, kept, flags):
@@ -644,7 +671,7 @@ class Plan:
                     self.region_failed = f"{type(exc).__name__}: {exc}"
                     self.regions_fn = None
                     warnings.warn(f"numoracle: computing {self.program.name}'s regions eagerly; the compiled "
-                                  f"function failed ({self.region_failed[:300]}).", RuntimeWarning, stacklevel=2)
+                                  f"function failed ({_brief(self.region_failed)}).", RuntimeWarning, stacklevel=2)
                     _, again, outs = self._function(full=True)(*kept)
                 again = [bool(v) for v in again.tolist()]
                 if again != flags:

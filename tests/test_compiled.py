@@ -155,7 +155,7 @@ def test_a_failed_compile_is_judged_eagerly_with_one_warning(policy, monkeypatch
 
 @pytest.mark.parametrize("sanitise", [True, False])
 def test_non_finite_inputs_under_a_compiled_signature(policy, monkeypatch, sanitise):
-    monkeypatch.setattr(compiled, "SANITISE_INPUTS", sanitise)
+    monkeypatch.setattr(compiled, "SANITISE_DEVICES", {"cpu"} if sanitise else set())
     op, inputs, params, outs = _case()
     policy("always")
     check(op.reference, outs, inputs, params, nonfinite="uncertified")
@@ -612,7 +612,7 @@ def test_the_first_call_check_waits_for_finite_inputs(policy, monkeypatch):
             return (whats, flags, [(centre * (1 + 2.0 ** -30), *rest), *others])
         return wrong
     monkeypatch.setattr(compiled.Plan, "_core", miscompiled)
-    monkeypatch.setattr(compiled, "SANITISE_INPUTS", False)
+    monkeypatch.setattr(compiled, "SANITISE_DEVICES", set())
     op, inputs, params, outs = _case()
     policy("always")
     check(op.reference, outs, inputs, params)
@@ -625,3 +625,31 @@ def test_the_first_call_check_waits_for_finite_inputs(policy, monkeypatch):
     with pytest.warns(RuntimeWarning, match="part 0"):
         check(op.reference, outs, inputs, params)
     assert plan.failed is not None
+
+
+def test_a_verdict_whose_unsanitised_code_fails_to_compile_is_compiled_sanitised(policy, monkeypatch):
+    """Inductor's Triton once failed on one unsanitised verdict kernel (rms_norm at 1e8 on the
+    H200): the same verdict traced with sanitised inputs is compiled instead, not judged eagerly."""
+    real = compiled.Plan._core
+
+    def picky(self, full, graphs=False):
+        if not self.sanitise:
+            def broken(*tensors):
+                raise RuntimeError("Loop-carried variable has initial type int1 but is re-assigned to int8")
+            return broken
+        return real(self, full, graphs)
+    monkeypatch.setattr(compiled.Plan, "_core", picky)
+    monkeypatch.setattr(compiled, "SANITISE_DEVICES", set())
+    op, inputs, params, outs, ve, vc = _eager_and_compiled(policy, faults=("ulp_off_store",))
+    plan = _only_plan()
+    assert plan.fn is not None and plan.failed is None and plan.whole
+    assert plan.sanitise and "int8" in plan.unsanitised_failed
+    _assert_same({"statistical": ve}, {"statistical": vc})
+
+
+def test_a_long_compiler_error_is_warned_with_its_start_and_its_end():
+    msg = "InductorError: SubprocException: An exception occurred in a subprocess:\n" + "  frame\n" * 500 + \
+        "AssertionError('Loop-carried variable _tmp424 has initial type int1 but is re-assigned to int8')"
+    brief = compiled._brief(msg)
+    assert brief.startswith("InductorError: SubprocException") and brief.endswith("re-assigned to int8')")
+    assert len(brief) < 800 and compiled._brief("short") == "short"
