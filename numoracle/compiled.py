@@ -46,6 +46,7 @@ copy of its inputs) between calls, hence the size limit.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -96,9 +97,8 @@ def _any(mask: torch.Tensor) -> torch.Tensor:
 # costs a row reduction that splits the loops after it.  Per verdict without it, on the H200 at
 # 1e8: softmax 3.01 -> 2.53 ms, cross_entropy 2.44 -> 1.56, quantizer 2.74 -> 2.41, layer_norm
 # 3.24 -> 3.62 (docs/results/2026-11-30-h200-variants-sanitise-1e8.json); on one core of this
-# project's CPU at 1e6, interleaved: rms_norm 69 -> 64-67 ms, softmax 53-55 -> 45-49,
-# cross_entropy 28-30 -> 20-21, layer_norm 77-78 -> 58, quantizer 50 -> 56-60
-# (-cpu-variants-sanitise-1e6.txt).  A verdict whose unsanitised code fails to compile
+# project's CPU at 1e6, interleaved: layer_norm 74 -> 60 ms, softmax 52 -> 44, cross_entropy
+# 28 -> 20, but rms_norm 51 -> 61 and the quantizer 50 -> 55-58 (-cpu-variants-sanitise-1e6.txt).  A verdict whose unsanitised code fails to compile
 # (Inductor's Triton for rms_norm at 1e8 on the H200: a loop-carried bool turned int8) is
 # compiled sanitised instead (Plan.unsanitised_failed says why).
 SANITISE_DEVICES: set = set()
@@ -149,6 +149,56 @@ def cpu_options() -> dict:
     except Exception:                  # another torch's internals: keep Inductor's choice
         return {}
     return {"cpp.simdlen": 256} if {256, 512} <= widths else {}
+
+# Whether a CPU verdict's loops are tiled by float32's vector width where every loop body of a
+# kernel holds bf16 or fp16 values.  Inductor tiles such a kernel by the 16-bit width (32 lanes
+# with AVX-512; TilingSelect.select_tiling), so each of a verdict's hundreds of float64 values
+# takes four registers and the loops spill; whether a kernel is tiled so depends on whether
+# some loop body of it happens to hold no 16-bit value (adding one float64 term to the sums'
+# slack flipped rms_norm's main loop to 32 lanes: 51 -> 69 ms per verdict at 1e6, one core).
+# numoracle asks for float32's width (16 lanes) while it compiles (``_float_tiling``), and
+# compiles with cpp.simdlen=512 (the width Inductor picks anyway) so that its cached kernels
+# are not shared with those of other settings.
+FLOAT_TILING_CPU = True
+_tiling_lock = threading.RLock()
+
+
+def _float_tiling_options() -> dict:
+    """The Inductor options that go with ``_float_tiling``: where the CPU's widest vectors are
+    512 bits, cpp.simdlen=512 (what Inductor picks by itself), else none (and no patch)."""
+    try:
+        from torch._inductor import cpu_vec_isa
+        from torch._inductor.codegen import cpp as C
+        widths = {isa.bit_width() for isa in cpu_vec_isa.valid_vec_isa_list()}
+        C.TilingSelect.select_tiling, C.get_loop_body_lowp_fp
+    except Exception:                  # another torch's internals: keep Inductor's choice
+        return {}
+    return {"cpp.simdlen": 512} if widths and max(widths) == 512 else {}
+
+
+@contextlib.contextmanager
+def _float_tiling(active: bool):
+    """While a CPU verdict compiles: Inductor's tiling sees no 16-bit dtype in its loop bodies
+    (only the choice of vector width; the code computes the same values)."""
+    if not active:
+        yield
+        return
+    from torch._inductor.codegen import cpp as C
+    select, lowp = C.TilingSelect.select_tiling, C.get_loop_body_lowp_fp
+
+    def select_as_float(self, *args, **kwargs):
+        C.get_loop_body_lowp_fp = lambda body: (None, True)
+        try:
+            return select(self, *args, **kwargs)
+        finally:
+            C.get_loop_body_lowp_fp = lowp
+    with _tiling_lock:
+        C.TilingSelect.select_tiling = select_as_float
+        try:
+            yield
+        finally:
+            C.TilingSelect.select_tiling = select
+
 
 _lock = threading.Lock()
 _plans: dict = {}
@@ -455,6 +505,8 @@ class Plan:
         options = dict(COMPILE_OPTIONS)
         if self.device == "cpu" and NARROW_CPU_VECTORS:
             options.update(cpu_options())
+        elif self.device == "cpu" and FLOAT_TILING_CPU:
+            options.update(_float_tiling_options())
         keep = getattr(torch.compiler, "keep_tensor_guards_unsafe", None)
         if keep is not None and self.whole:
             # the plan's key already fixes everything but the tensors that a whole trace depends
@@ -474,8 +526,11 @@ class Plan:
         """make() compiled and called on tensors: (function, outputs).  A program that
         cannot be traced whole is from then on compiled in pieces (``self.whole``)."""
         fn = make()
+        tiling = (self.device == "cpu" and FLOAT_TILING_CPU and not NARROW_CPU_VECTORS
+                  and bool(_float_tiling_options()))
         try:
-            return fn, fn(*tensors)
+            with _float_tiling(tiling):
+                return fn, fn(*tensors)
         except Exception as exc:
             if not self.sanitise:
                 # another trace, another kernel: compiled with sanitised inputs it may well build
@@ -488,7 +543,8 @@ class Plan:
             self.whole = False
             self.graphs = False
             fn = make()
-            return fn, fn(*tensors)
+            with _float_tiling(tiling):
+                return fn, fn(*tensors)
 
     def _function(self, full: bool):
         """The verdict's tensor code, uncompiled (``_core`` compiles it; run as it

@@ -653,3 +653,22 @@ def test_a_long_compiler_error_is_warned_with_its_start_and_its_end():
     brief = compiled._brief(msg)
     assert brief.startswith("InductorError: SubprocException") and brief.endswith("re-assigned to int8')")
     assert len(brief) < 800 and compiled._brief("short") == "short"
+
+
+def test_float_tiling_is_scoped_to_numoracle_compiles():
+    """While a CPU verdict compiles, Inductor's tiling sees no 16-bit dtype; before and after
+    (and after an error) its own functions are back in place."""
+    if not compiled._float_tiling_options():
+        pytest.skip("no 512-bit vectors here, or another torch's internals: Inductor's tiling is kept")
+    from torch._inductor.codegen import cpp as C
+    select, lowp = C.TilingSelect.select_tiling, C.get_loop_body_lowp_fp
+    with compiled._float_tiling(True):
+        assert C.TilingSelect.select_tiling is not select
+        assert C.get_loop_body_lowp_fp is lowp          # swapped only inside select_tiling
+    assert C.TilingSelect.select_tiling is select
+    with pytest.raises(RuntimeError, match="boom"):
+        with compiled._float_tiling(True):
+            raise RuntimeError("boom")
+    assert C.TilingSelect.select_tiling is select and C.get_loop_body_lowp_fp is lowp
+    with compiled._float_tiling(False):
+        assert C.TilingSelect.select_tiling is select
