@@ -98,7 +98,8 @@ def _any(mask: torch.Tensor) -> torch.Tensor:
 # 1e8: softmax 3.01 -> 2.53 ms, cross_entropy 2.44 -> 1.56, quantizer 2.74 -> 2.41, layer_norm
 # 3.24 -> 3.62 (docs/results/2026-11-30-h200-variants-sanitise-1e8.json); on one core of this
 # project's CPU at 1e6, interleaved: layer_norm 74 -> 60 ms, softmax 52 -> 44, cross_entropy
-# 28 -> 20, but rms_norm 51 -> 61 and the quantizer 50 -> 55-58 (-cpu-variants-sanitise-1e6.txt).  A verdict whose unsanitised code fails to compile
+# 28 -> 20, and with FLOAT_TILING_CPU rms_norm 51 -> 41 and the quantizer 56 -> 54 (without it
+# those two were slower unsanitised, 32-lane tiled: -cpu-variants-sanitise-1e6.txt).  A verdict whose unsanitised code fails to compile
 # (Inductor's Triton for rms_norm at 1e8 on the H200: a loop-carried bool turned int8) is
 # compiled sanitised instead (Plan.unsanitised_failed says why).
 SANITISE_DEVICES: set = set()
