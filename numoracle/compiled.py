@@ -99,9 +99,9 @@ def _any(mask: torch.Tensor) -> torch.Tensor:
 # 3.24 -> 3.62 (docs/results/2026-11-30-h200-variants-sanitise-1e8.json); on one core of this
 # project's CPU at 1e6, interleaved: layer_norm 74 -> 60 ms, softmax 52 -> 44, cross_entropy
 # 28 -> 20, and with FLOAT_TILING_CPU rms_norm 51 -> 41 and the quantizer 56 -> 54 (without it
-# those two were slower unsanitised, 32-lane tiled: -cpu-variants-sanitise-1e6.txt).  A verdict whose unsanitised code fails to compile
-# (Inductor's Triton for rms_norm at 1e8 on the H200: a loop-carried bool turned int8) is
-# compiled sanitised instead (Plan.unsanitised_failed says why).
+# those two were slower unsanitised, 32-lane tiled: -cpu-variants-sanitise-1e6.txt).  A verdict
+# whose unsanitised code fails to compile (Inductor's Triton for rms_norm at 1e8 on the H200: a
+# loop-carried bool turned int8) is compiled sanitised instead (Plan.unsanitised_failed says why).
 SANITISE_DEVICES: set = set()
 
 # a flags-only signature whose verdicts mostly need their regions (at least this many, and at
@@ -150,6 +150,7 @@ def cpu_options() -> dict:
     except Exception:                  # another torch's internals: keep Inductor's choice
         return {}
     return {"cpp.simdlen": 256} if {256, 512} <= widths else {}
+
 
 # Whether a CPU verdict's loops are tiled by float32's vector width where every loop body of a
 # kernel holds bf16 or fp16 values.  Inductor tiles such a kernel by the 16-bit width (32 lanes
@@ -453,11 +454,11 @@ class Plan:
         self.fn = None             # the compiled verdict (flags only)
         self.graphs = False        # whether it runs as a CUDA graph
         self.whole = True          # whether the program traces whole (no graph break)
-        # whether its traced inputs are sanitised (SANITISE_DEVICES), and why they are where
-        # they were not to be (the unsanitised compile's error)
+        self.split = None          # why it does not (the whole trace's error)
+        # whether its traced inputs are sanitised (SANITISE_DEVICES), and, where they are only
+        # because the unsanitised code failed to compile, that error
         self.sanitise = nonfinite != "error" or device in SANITISE_DEVICES
         self.unsanitised_failed = None
-        self.split = None          # why it does not (the whole trace's error)
         self.sites_checked = False  # the traced sites were compared with the eager run's
         self.compared = False       # a compiled call was compared with the same code run eagerly
         self.regions_fn = None     # the compiled regions (see _regions)
