@@ -479,18 +479,6 @@ def _fp64_slack(fm: FM.Form, c: Tensor, ctx: Context) -> FM.Form:
     return FM.add_det(fm, "float64 centre", _FP64_SLACK * c.abs(), ctx.condensed)
 
 
-def fp64_sum_slack(fm: FM.Form, S: Tensor, terms: int, ctx: Context) -> FM.Form:
-    """A float64 centre that sums ``terms`` values, with magnitudes summing to at most S, in
-    whatever order a device takes: off by up to ((1 + 2**-53)**terms - 1) S, which
-    cancellation can make far more than 2**-50 of the result (a mean near zero).  Since
-    |result| <= S, (2**-50 + that) S also holds the centre's last rounding.  (Written as a
-    constant times S, what the graph had before as 2**-50 |result|: adding the order's term
-    beside it made Inductor tile rms_norm's main loop 32 bf16 lanes wide on this project's
-    AVX-512 CPU, 37% slower per verdict.)"""
-    g = math.expm1(terms * math.log1p(2.0 ** -53))
-    return FM.add_det(fm, "float64 centre", (_FP64_SLACK + g) * S, ctx.condensed)
-
-
 def _pow2_scale(y: Tracked) -> Tensor | None:
     """Where y, known exactly (no error terms: an input or a runtime argument), is a power
     of two: a product or quotient by it only scales, exact while the result stays normal.
