@@ -10,6 +10,7 @@ from .check import check as check
 from .errors import InvalidArgument as InvalidArgument
 from .errors import NumoracleError as NumoracleError
 from .errors import OracleViolation as OracleViolation
+from .errors import TensorsChanged as TensorsChanged
 from .errors import Uncertified as Uncertified
 from .reference import (
     Reference as Reference, cat as cat, clamp as clamp, cos as cos, div as div, div_rn as div_rn,
@@ -26,7 +27,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "formats", "check", "assert_accepted", "Verdict", "reference", "Reference",
-    "NumoracleError", "InvalidArgument", "OracleViolation", "Uncertified",
+    "NumoracleError", "InvalidArgument", "OracleViolation", "Uncertified", "TensorsChanged",
     "sum", "mean", "max", "min", "logsumexp", "matmul", "where", "maximum", "minimum", "clamp",
     "gather", "cat", "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh",
     "erf", "sin", "cos", "reciprocal", "div", "mul", "div_rn", "quantize_group", "operators",

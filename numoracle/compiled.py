@@ -27,13 +27,14 @@ Whatever fails to compile (an unsupported program, a compiler missing) is
 judged eagerly, with one warning per signature.  Quantizer outputs are judged
 eagerly on devices other than those in ``QUANTIZER_DEVICES``.
 
-On CUDA (``FLAGS_ONLY_DEVICES``) the compiled function returns the flags
+On CUDA and the CPU (``FLAGS_ONLY_DEVICES``) the compiled function returns the flags
 alone (any rejected, any uncertified, any non-finite input): a verdict's
 status.  The regions, masks and explanation are computed from the verdict's
-own copies of the tensors when first asked for (``Plan._regions``); a
+own copies of the tensors when first asked for (``Plan._regions``; an accepted
+verdict holds the caller's tensors instead, with fingerprints that the compiled
+function computes as it reads them: ``HOLD_ACCEPTED``); a
 signature whose verdicts mostly need them (a fuzzing loop scoring every case)
-switches to the compiled regions function as its verdict.  On the CPU the
-compiled function returns the regions too (cheaper there).  On CUDA, where a
+switches to the compiled regions function as its verdict.  On CUDA, where a
 small verdict's time is the host launching a dozen kernels, the flags
 function runs as a CUDA graph (``NUMORACLE_CUDAGRAPHS``: ``auto``, the default, for signatures
 of at most ``CUDAGRAPH_MAX_ELEMENTS`` elements, inputs and outputs; ``always``;
@@ -63,17 +64,24 @@ _ALIASES = {"1": "always", "true": "always", "yes": "always", "on": "always",
             "0": "never", "false": "never", "no": "never", "off": "never", "": "auto"}
 AUTO_MIN_ELEMENTS = 1 << 20
 AUTO_EAGER_CALLS = 2
-CUDAGRAPH_MAX_ELEMENTS = 1 << 24
+# 2**25: rms_norm and softmax at 1e7 (2e7 judged elements) are captured.  rms_norm at 1e7 on the
+# H200, interleaved: 0.425 and 0.448 ms per verdict launched, 0.360 and 0.363 captured
+# (docs/results/2026-11-30-h200-variants-cg-1e7.json)
+CUDAGRAPH_MAX_ELEMENTS = 1 << 25
 # how a flags function becomes a CUDA graph: "capture" (numoracle captures the compiled function
 # once, on its own copies of the inputs: ``_Captured``) or "inductor" (Inductor's CUDA-graph trees,
 # ``triton.cudagraphs``, whose replay checks and bookkeeping run in Python on every call)
 CUDAGRAPH_BY = "capture"
 CAPTURE_DEVICES = {"cuda"}      # device types where numoracle captures graphs itself
 # device types where the compiled verdict returns the flags alone (regions computed when asked
-# for).  Not the CPU: there Inductor's C++ recomputes the dead regions' arithmetic in the flags'
-# reduction loops; rms_norm at 1e6 on one core, best of 4 interleaved runs: 63.9 ns/element
-# flags alone, 52.2 with the regions returned (the H200 gained time and memory at every size)
-FLAGS_ONLY_DEVICES = {"cuda"}
+# for).  The CPU too since float tiling (FLOAT_TILING_CPU) and held tensors (HOLD_ACCEPTED): on
+# one core, interleaved, ms per verdict with the regions returned / flags alone, at 1e6 and 1e7:
+# softmax 47 / 42 and 650 / 423, the quantizer 55 / 37 and 720-917 / 370, rms_norm, layer_norm
+# and cross_entropy within the noise of each other (docs/results/2026-11-30-cpu-flags-only-
+# vs-regions.txt).  At 1e7 the regions' float64 tensors, written and page-faulted, cost more than
+# the dead arithmetic that Inductor's C++ recomputes in the flags' loops; before float tiling
+# that arithmetic made rms_norm at 1e6 slower flags alone (63.9 ns/element against 52.2)
+FLAGS_ONLY_DEVICES = {"cuda", "cpu"}
 # whether a flags function reduces each mask along its last axis first (then over rows).  A
 # reduction per row has the iteration space of the loops that compute the mask, so a compiler
 # may fuse the rounding-interval check into them instead of storing the regions for a flat
@@ -103,6 +111,63 @@ def _any(mask: torch.Tensor) -> torch.Tensor:
 # whose unsanitised code fails to compile (Inductor's Triton for rms_norm at 1e8 on the H200: a
 # loop-carried bool turned int8) is compiled sanitised instead (Plan.unsanitised_failed says why).
 SANITISE_DEVICES: set = set()
+
+# whether an accepted flags-only verdict holds the caller's tensors (with a fingerprint of each,
+# computed by the compiled function as it reads them) instead of copies of them.  Its regions,
+# kernel values and certificate are computed from those tensors when first asked for, after
+# their fingerprints are checked (``TensorsChanged`` if the caller overwrote one meanwhile).  A
+# verdict that rejects, is uncertified or saw a non-finite input copies them, as before: its
+# explanation is what is read.  The copy was 9% of the H200's time for a verdict at 1e8, and a
+# launch of 9-33 us on the device at 1e6.
+HOLD_ACCEPTED = True
+# the integer type whose values are a tensor's bits, per element size (``_fingerprint``)
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _fingerprint(t: torch.Tensor) -> torch.Tensor:
+    """An int64 that a change of t's bits almost surely changes: the sum of each element's bit
+    pattern times a weight cycling with its position (so that moved values count too), along
+    the last axis first, where a verdict's row loops read t."""
+    bits = t.view(_BITS[t.element_size()]).to(torch.int64)
+    if bits.dim() == 0:
+        return bits
+    cycle = torch.arange(bits.shape[-1], device=t.device, dtype=torch.int64) % 61 + 1
+    rows = (bits * cycle).sum(-1).reshape(-1)
+    cycle = torch.arange(rows.numel(), device=t.device, dtype=torch.int64) % 59 + 1
+    return (rows * cycle).sum()
+
+
+def _fingerprints(tensors) -> list:
+    """The tensors' fingerprints, read to the host."""
+    return torch.stack([_fingerprint(t) for t in tensors]).tolist()
+
+
+def _holdable(tensors) -> bool:
+    """Whether the tensors have fingerprints: integer-viewable, on one device."""
+    return (bool(tensors) and len({t.device for t in tensors}) == 1
+            and all(t.element_size() in _BITS and not t.is_complex() for t in tensors))
+
+
+def _guard(name, tensors, prints):
+    """A function that raises ``TensorsChanged`` once the tensors no longer have the
+    fingerprints ``prints``; None where the verdict keeps copies (``prints`` None)."""
+    if prints is None:
+        return None
+
+    def guard():
+        from .errors import TensorsChanged
+        now = _fingerprints(tensors)
+        changed = [i for i, (a, b) in enumerate(zip(now, prints)) if a != b]
+        if changed:
+            raise TensorsChanged(
+                f"numoracle: the tensors {name}'s accepted verdict judged changed after check() "
+                f"returned (tensor{'s' if len(changed) > 1 else ''} {changed} of its inputs and "
+                f"outputs, in order, were overwritten); its regions, kernel values and "
+                f"certificate are computed from them when first asked for. Read them before "
+                f"reusing the buffers, pass check() copies, or set "
+                f"numoracle.compiled.HOLD_ACCEPTED = False to have every verdict copy them.")
+    return guard
+
 
 # a flags-only signature whose verdicts mostly need their regions (at least this many, and at
 # least half of them) switches to its compiled regions function as its verdict
@@ -305,10 +370,12 @@ def plan_for(program, inputs, outputs, params, prof, p, modes, nonfinite):
     return plan
 
 
-def _decoder(t, fmt, device):
-    """A function that decodes a kernel output (``t``: the verdict's own copy, in
-    the kernel's format) as ``check.evaluate`` does."""
+def _decoder(t, fmt, device, guard=None):
+    """A function that decodes a kernel output (``t``: the verdict's own copy, or the
+    caller's tensor checked by ``guard``, in the kernel's format) as ``check.evaluate`` does."""
     def decode():
+        if guard is not None:
+            guard()
         y = F.decode(t, fmt)
         return y if y.device == device else y.to(device)
     return decode
@@ -413,11 +480,17 @@ def _brief(message: str, head: int = 200, tail: int = 500) -> str:
 
 
 def _copy_into(dsts, srcs) -> None:
-    """dst.copy_(src) for each pair, one launch per dtype on a GPU (torch's fused copy takes
-    one dtype at a time, and falls back to a launch per tensor on a mixed list)."""
+    """dst.copy_(src) for each pair (of one dtype), as their bits: one launch per element size
+    on a GPU (torch's fused copy takes one dtype at a time, and falls back to a launch per
+    tensor on a mixed list).  As bits, fp8 values copy as fast as bytes: the quantizer's
+    fused copy at 1e6 (bf16, fp8, fp32) took 33 us of the H200's time as its own dtypes."""
     groups: dict = {}
     for d, s in zip(dsts, srcs):
-        ds, ss = groups.setdefault(s.dtype, ([], []))
+        key = s.dtype
+        if s.dtype == d.dtype and s.element_size() in _BITS and not s.is_complex():
+            key = _BITS[s.element_size()]
+            d, s = d.view(key), s.view(key)
+        ds, ss = groups.setdefault(key, ([], []))
         ds.append(d)
         ss.append(s)
     for ds, ss in groups.values():
@@ -466,6 +539,9 @@ class Plan:
         self.flag_calls = 0        # flags-only verdicts of this signature
         self.full = False          # whether self.fn returns the regions with the flags
         self.region_failed = None  # why the regions stay eager
+        # whether the flags-only function prefixes its flags with the fingerprints of the tensors
+        # it judged, so that an accepted verdict holds them instead of copies (HOLD_ACCEPTED)
+        self.hold = False
 
     @property
     def ready(self) -> bool:
@@ -557,6 +633,7 @@ class Plan:
                                                       self.modes, self.nonfinite)
         sanitise = self.sanitise
         structs, n_in = self.structs, self.n_inputs
+        hold = self.hold and not full
 
         def numoracle_verdict(*tensors):
             args = [t if kind == "tensor" else (t, fmt) for (kind, fmt), t in zip(structs, tensors)]
@@ -586,6 +663,9 @@ class Plan:
             flags = torch.stack(flags)
             if full:
                 return whats, flags, outs
+            if hold:
+                # one tensor, read to the host at once: the fingerprints, then the flags
+                flags = torch.cat([torch.stack([_fingerprint(t) for t in tensors]), flags.to(torch.int64)])
             return whats, flags
         return numoracle_verdict
 
@@ -597,7 +677,9 @@ class Plan:
         flags alone, elsewhere the regions too.  The tensors judged are copied
         (in their own formats: a quarter of the float64 values' size for bf16),
         so that the regions, the masks and the explanation, computed when first
-        asked for, describe this call even when the caller reuses its buffers."""
+        asked for, describe this call even when the caller reuses its buffers;
+        an accepted flags-only verdict holds them instead, with their
+        fingerprints (``HOLD_ACCEPTED``)."""
         from .certificates import Certificate
         from .check import NONFINITE_POLICY_TEXT
         tensors = []
@@ -611,6 +693,7 @@ class Plan:
         try:
             if self.fn is None:
                 self.full = self.device not in FLAGS_ONLY_DEVICES
+                self.hold = HOLD_ACCEPTED and not self.full and _holdable(tensors)
                 # a CUDA graph's outputs are overwritten by its next replay: only the flags,
                 # read at once, may come from one (never regions that a verdict keeps)
                 self.graphs = not self.full and _cudagraphs(self.device, self.judged)
@@ -639,8 +722,15 @@ class Plan:
                 self.sites_checked = True
             # copied while the device computes the flags; then the flags are read at once
             # (a CUDA graph's next replay reuses their buffer)
-            kept = _copies(tensors)
-            flags = [bool(v) for v in flags.tolist()]
+            hold = self.hold and not full
+            kept = None if hold else _copies(tensors)
+            values = flags.tolist()
+            prints = values[:len(tensors)] if hold else None
+            flags = [bool(v) for v in values[len(tensors) if hold else 0:]]
+            if hold and any(flags):
+                # not a plain accept: its explanation is what is read, copies describe this call
+                kept, prints = _copies(tensors), None
+            kept = tensors if kept is None else kept
             self.flag_calls += not full
         except Exception as exc:      # never let the fast path change a verdict: judge eagerly
             self._fail(exc)
@@ -650,13 +740,14 @@ class Plan:
             if self.nonfinite == "error":
                 return None               # the eager path raises the usual message
             policy = NONFINITE_POLICY_TEXT
-        region = (lambda: regions[0]) if full else self._regions(kept, flags)
+        guard = _guard(self.program.name, kept, prints)
+        region = (lambda: regions[0]) if full else self._regions(kept, flags, guard)
         args = [t if kind == "tensor" else (t, fmt) for (kind, fmt), t in zip(self.structs, kept)]
-        eager = self._eager(args[:self.n_inputs], args[self.n_inputs:])
+        eager = self._eager(args[:self.n_inputs], args[self.n_inputs:], guard)
         judged = []
         at = 0
         for j, (name, fmt, t) in enumerate(zip(self.names, self.fmts, kept[self.n_inputs:])):
-            kernel = _decoder(t, fmt, self.ref_device)
+            kernel = _decoder(t, fmt, self.ref_device, guard)
             shape = tuple(t.shape)
             if self.quant_outputs[j]:
                 n = 2
@@ -681,6 +772,11 @@ class Plan:
             flags, want, regions = flags[-1:], want[-1:], []
         if not torch.equal(flags.cpu(), want.cpu()):
             raise RuntimeError(f"the compiled flags {flags.tolist()} differ from the eager ones {want.tolist()}")
+        self._compare_regions(regions, want_regions)
+
+    @staticmethod
+    def _compare_regions(regions, want_regions) -> None:
+        """Compiled regions against eager ones (``_compare_with_eager``)."""
         for got, ref in zip(regions[:1], want_regions[:1]):
             for j, (g, r) in enumerate(zip(got, ref)):
                 for k, (a, b) in enumerate(zip(g, r)):
@@ -703,7 +799,7 @@ class Plan:
                       f"({_brief(self.failed)}). Set NUMORACLE_COMPILE=never to skip compiling.",
                       RuntimeWarning, stacklevel=4)
 
-    def _regions(self, kept, flags):
+    def _regions(self, kept, flags, guard=None):
         """A function computing, once, every output's region from the verdict's own
         copies.  The same tensor code, run eagerly; compiled once this signature's
         regions have been needed as often as a verdict is judged eagerly before it
@@ -714,6 +810,8 @@ class Plan:
 
         def get():
             if not done:
+                if guard is not None:
+                    guard()
                 with _lock:
                     self.region_calls += 1
                     compile_now = self.regions_fn is None and self.region_failed is None and (
@@ -721,6 +819,13 @@ class Plan:
                 try:
                     if compile_now:
                         self.regions_fn, (_, again, outs) = self._call(lambda: self._core(full=True), kept)
+                        # its first call against the same code run eagerly, as a verdict's is
+                        # (_compare_with_eager): a flags-only verdict compares its flags alone
+                        _, want, *want_regions = self._function(full=True)(*kept)
+                        if not torch.equal(again.cpu(), want.cpu()):
+                            raise RuntimeError(f"the compiled flags {again.tolist()} differ from the eager "
+                                               f"ones {want.tolist()}")
+                        self._compare_regions([outs], want_regions)
                     else:
                         _, again, outs = (self.regions_fn or self._function(full=True))(*kept)
                 except Exception as exc:
@@ -741,7 +846,7 @@ class Plan:
             return done[0]
         return get
 
-    def _eager(self, inputs, outputs):
+    def _eager(self, inputs, outputs, guard=None):
         """What the compiled graph leaves out, from one eager run when first asked for:
         (the certificate's site records, the quantizer outputs' judgements with their
         explanation details)."""
@@ -749,6 +854,8 @@ class Plan:
 
         def get():
             if not done:
+                if guard is not None:
+                    guard()
                 from .check import evaluate
                 from .oracles import quantizer as QZ
                 refs, ctx, _, decoded, names, regions = evaluate(self.program, inputs, outputs, self.params,

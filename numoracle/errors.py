@@ -32,3 +32,9 @@ class Uncertified(NumoracleError):
     def __init__(self, message: str, verdict=None):
         super().__init__(message)
         self.verdict = verdict
+
+
+class TensorsChanged(NumoracleError, RuntimeError):
+    """An accepted verdict's regions, kernel values or certificate were asked for after
+    the caller overwrote a tensor it judged (a compiled verdict that accepts holds the
+    caller's tensors, with fingerprints, instead of copying them)."""

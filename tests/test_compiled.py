@@ -10,7 +10,7 @@ from numoracle import compiled, operators
 from numoracle import formats as F
 from numoracle.check import check, check_modes
 from numoracle.emulator import Plan, emulate
-from numoracle.errors import InvalidArgument
+from numoracle.errors import InvalidArgument, TensorsChanged
 from numoracle.operators.ops_vllm import torch_group_quant
 
 
@@ -18,6 +18,12 @@ from numoracle.operators.ops_vllm import torch_group_quant
 def flags_only(monkeypatch):
     """The flags-only verdict (CUDA's) forced on the CPU: the same code, tested here."""
     monkeypatch.setattr(compiled, "FLAGS_ONLY_DEVICES", {"cuda", "cpu"})
+
+
+@pytest.fixture
+def regions_returned(monkeypatch):
+    """The compiled verdict returning its regions with its flags (no device's default)."""
+    monkeypatch.setattr(compiled, "FLAGS_ONLY_DEVICES", set())
 
 
 @pytest.fixture
@@ -263,6 +269,62 @@ def test_regions_describe_the_call_even_when_the_caller_reuses_its_buffers(polic
     assert vc.explain() == want
 
 
+def test_an_accepted_verdict_holds_the_callers_tensors_and_says_when_they_changed(policy, flags_only):
+    """No copy for a plain accept: its regions, kernel values and certificate come from the
+    caller's tensors, equal to the eager verdict's while they are unchanged; overwritten, each
+    of them raises TensorsChanged, naming which tensor changed, instead of describing other data."""
+    op, inputs, params, outs, ve, vc = _eager_and_compiled(policy, judge=check_modes)
+    plan = _only_plan()
+    assert plan.hold and vc["statistical"].status == "accept"
+    _assert_same(ve, vc)
+    op, inputs, params, outs = _case()
+    v = check_modes(op.reference, outs, inputs, params)["fixed"]
+    assert v.status == "accept" and plan.calls == 3
+    outs[0].view(torch.int16)[2, 7] += 1             # one bit pattern of the kernel's output y
+    for read in (lambda: v.explain(), lambda: v.outputs[0].kernel, lambda: v.certificate.to_dict()):
+        with pytest.raises(TensorsChanged, match=r"rms_norm's accepted verdict.*tensor \[2\] of its inputs"):
+            read()
+
+
+def test_without_holding_an_accepted_verdict_keeps_copies(policy, flags_only, monkeypatch):
+    monkeypatch.setattr(compiled, "HOLD_ACCEPTED", False)
+    op, inputs, params, outs, ve, vc = _eager_and_compiled(policy)
+    want = ve.explain()
+    assert not _only_plan().hold and vc.status == "accept"
+    outs[0].mul_(-3)
+    assert vc.explain() == want
+
+
+def test_fingerprints_change_with_any_one_value_or_a_swap():
+    """Every single-element change of every bit pattern-preserving dtype, and a swap of two
+    neighbours, changes a tensor's fingerprint; the traced and the eager ones agree."""
+    base = {torch.bfloat16: torch.randn(3, 64).to(torch.bfloat16),
+            torch.float8_e4m3fn: torch.randn(3, 64).to(torch.float8_e4m3fn),
+            torch.float32: torch.randn(3, 64).t(),                      # strided
+            torch.int64: torch.arange(192).reshape(3, 64),
+            torch.bool: torch.rand(3, 64) > 0.5}
+    for dtype, t in base.items():
+        want = int(compiled._fingerprint(t))
+        bits = t.view(compiled._BITS[t.element_size()])
+        for i in range(bits.numel()):
+            u = bits.clone()
+            flat = u.view(-1) if u.is_contiguous() else u.t().reshape(-1)
+            if dtype == torch.bool:
+                flat[i] ^= 1
+            else:
+                flat[i] += 1
+            if not u.is_contiguous():
+                u = flat.reshape(u.t().shape).t()
+            assert int(compiled._fingerprint(u.view(dtype))) != want, (dtype, i)
+        u = bits.clone()
+        r = u.reshape(-1) if u.is_contiguous() else None
+        if r is not None and not torch.equal(r[0], r[1]):
+            r[0], r[1] = r[1].clone(), r[0].clone()
+            assert int(compiled._fingerprint(u.view(dtype))) != want, dtype
+    x = base[torch.bfloat16]
+    assert int(torch.compile(compiled._fingerprint, fullgraph=True)(x)) == int(compiled._fingerprint(x))
+
+
 def test_regions_compile_once_needed_repeatedly_and_equal_eager_ones(policy, flags_only):
     """The first verdict needing its regions computes them eagerly (an explained reject
     costs no compile); from the next one on ('always') they come compiled, equal."""
@@ -361,7 +423,8 @@ def test_a_graph_that_cannot_be_captured_leaves_the_compiled_verdict_running(pol
 
 
 @pytest.mark.parametrize("fault", ["flags", "centre"])
-def test_a_miscompiled_verdict_is_caught_on_its_first_call_and_judged_eagerly(policy, monkeypatch, fault):
+def test_a_miscompiled_verdict_is_caught_on_its_first_call_and_judged_eagerly(policy, monkeypatch, fault,
+                                                                             regions_returned):
     """The first compiled call is compared with the same tensor code run eagerly: a compiler
     that gets a flag or a centre wrong leaves the signature eager, with a warning."""
     real = compiled.Plan._core
@@ -394,12 +457,17 @@ def test_a_miscompiled_verdict_is_caught_on_its_first_call_and_judged_eagerly(po
 
 def test_copies_into_buffers_of_mixed_dtypes_pair_by_pair():
     # the captured graph's argument copy groups its tensors by dtype: each must land in its own buffer
-    srcs = [torch.randn(3, 5).to(torch.bfloat16), torch.randn(4), torch.arange(6), torch.randn(2, 2).to(torch.bfloat16)]
+    srcs = [torch.randn(3, 5).to(torch.bfloat16), torch.randn(4), torch.arange(6), torch.randn(2, 2).to(torch.bfloat16),
+            torch.randn(4, 3).to(torch.float8_e4m3fn), torch.randn(3, 4) > 0, torch.randn(5, 4).t(),
+            torch.randn(6).to(torch.float16)]
     dsts = [torch.empty_like(t) for t in srcs]
     compiled._copy_into(dsts, srcs)
-    assert all(torch.equal(d, s) for d, s in zip(dsts, srcs))
+    def same(a, b):      # fp8 has no equality of its own: compare bytes
+        return a.dtype == b.dtype and (torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+                                       if a.element_size() == 1 else torch.equal(a, b))
+    assert all(same(d, s) for d, s in zip(dsts, srcs))
     kept = compiled._copies(srcs)
-    assert all(torch.equal(k, s) and k.data_ptr() != s.data_ptr() for k, s in zip(kept, srcs))
+    assert all(same(k, s) and k.data_ptr() != s.data_ptr() for k, s in zip(kept, srcs))
 
 
 def test_cuda_graphs_only_for_small_cuda_signatures_and_a_bad_setting_says_what_is_expected(monkeypatch):
@@ -517,12 +585,12 @@ def test_cross_entropy_mean_traces_whole_whatever_its_count(policy, monkeypatch,
     assert plan.fn is not None and plan.failed is None and plan.whole is True
 
 
-def test_on_the_cpu_the_compiled_verdict_returns_its_regions(policy):
-    """The CPU's compiled function returns the regions with the flags (Inductor's C++ is
-    slower when they are dead): reading the masks computes no region."""
+def test_a_compiled_verdict_returning_its_regions_computes_none_when_they_are_read(policy, regions_returned):
+    """Off FLAGS_ONLY_DEVICES the compiled function returns the regions with the flags:
+    reading the masks computes no region."""
     op, inputs, params, outs, ve, vc = _eager_and_compiled(policy, faults=("ulp_off_store",))
     plan = _only_plan()
-    assert "cpu" not in compiled.FLAGS_ONLY_DEVICES
+    assert plan.full
     assert torch.equal(vc.outputs[0].rejected, ve.outputs[0].rejected)
     assert vc.explain() == ve.explain()
     assert plan.region_calls == 0 and plan.regions_fn is None
@@ -541,6 +609,31 @@ def test_a_signature_whose_verdicts_all_need_their_regions_switches_to_one_funct
     assert plan.region_calls == compiled.REGIONS_WANTED
 
 
+def test_a_miscompiled_regions_function_is_caught_when_compiled_and_its_regions_come_eager(
+        policy, monkeypatch, flags_only):
+    """A flags-only verdict's first call compares its flags alone: the regions function, once
+    compiled, is compared with the same code run eagerly, centres against their radii."""
+    real = compiled.Plan._core
+
+    def miscompiled(self, full, graphs=False):
+        fn = real(self, full, graphs)
+        if not full:
+            return fn
+
+        def wrong(*tensors):
+            whats, flags, regions = fn(*tensors)
+            (centre, *rest), *others = regions
+            return whats, flags, [(centre * (1 + 2.0 ** -30), *rest), *others]
+        return wrong
+    monkeypatch.setattr(compiled.Plan, "_core", miscompiled)
+    op, inputs, params, outs, ve, vc = _eager_and_compiled(policy, faults=("ulp_off_store",))
+    assert _only_plan().region_calls == 1 and _only_plan().regions_fn is None    # a confirmed reject: eager
+    with pytest.warns(RuntimeWarning, match="regions eagerly.*part 0.*differ from the eager"):
+        v = check(op.reference, outs, inputs, params)     # second need: compiled, compared, refused
+    assert torch.equal(v.outputs[0].centre, ve.outputs[0].centre)
+    assert _only_plan().region_failed is not None and _only_plan().regions_fn is None
+
+
 def test_a_signature_whose_verdicts_rarely_need_regions_keeps_the_flags_alone(policy, flags_only):
     op, inputs, params, outs, _, _ = _eager_and_compiled(policy)
     plan = _only_plan()
@@ -554,9 +647,10 @@ def test_a_signature_whose_verdicts_rarely_need_regions_keeps_the_flags_alone(po
 def test_a_function_returning_regions_never_runs_as_a_cuda_graph(policy, monkeypatch):
     """A replay overwrites a graph's outputs, so regions a verdict keeps must not come from one."""
     monkeypatch.setattr(compiled, "_cudagraphs", lambda device, elements: True)
+    monkeypatch.setattr(compiled, "FLAGS_ONLY_DEVICES", set())
     _eager_and_compiled(policy)
     plan = _only_plan()
-    assert plan.full and not plan.graphs                      # the CPU returns regions
+    assert plan.full and not plan.graphs                      # regions returned
     compiled.clear()
     monkeypatch.setattr(compiled, "FLAGS_ONLY_DEVICES", {"cuda", "cpu"})
     _eager_and_compiled(policy)
@@ -597,7 +691,7 @@ def test_centres_are_compared_against_their_radius_and_a_lost_rounding_still_sho
     assert compiled._close(nan, nan.clone(), radius) and not compiled._close(nan, a, radius)
 
 
-def test_the_first_call_check_waits_for_finite_inputs(policy, monkeypatch):
+def test_the_first_call_check_waits_for_finite_inputs(policy, monkeypatch, regions_returned):
     """A first compiled call with a non-finite input is judged eagerly (under 'error' it raises):
     only its non-finite flag is compared, and the full comparison comes with the first finite
     call, which still catches a wrong centre."""
