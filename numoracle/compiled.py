@@ -124,11 +124,18 @@ HOLD_ACCEPTED = True
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
+def _as_bits(t: torch.Tensor):
+    """t's elements as integers of their size (a view), or None where there are none (complex)."""
+    if t.is_complex() or t.element_size() not in _BITS:
+        return None
+    return t.view(_BITS[t.element_size()])
+
+
 def _fingerprint(t: torch.Tensor) -> torch.Tensor:
     """An int64 that a change of t's bits almost surely changes: the sum of each element's bit
     pattern times a weight cycling with its position (so that moved values count too), along
     the last axis first, where a verdict's row loops read t."""
-    bits = t.view(_BITS[t.element_size()]).to(torch.int64)
+    bits = _as_bits(t).to(torch.int64)
     if bits.dim() == 0:
         return bits
     cycle = torch.arange(bits.shape[-1], device=t.device, dtype=torch.int64) % 61 + 1
@@ -145,7 +152,7 @@ def _fingerprints(tensors) -> list:
 def _holdable(tensors) -> bool:
     """Whether the tensors have fingerprints: integer-viewable, on one device."""
     return (bool(tensors) and len({t.device for t in tensors}) == 1
-            and all(t.element_size() in _BITS and not t.is_complex() for t in tensors))
+            and all(_as_bits(t) is not None for t in tensors))
 
 
 def _guard(name, tensors, prints):
@@ -159,13 +166,14 @@ def _guard(name, tensors, prints):
         now = _fingerprints(tensors)
         changed = [i for i, (a, b) in enumerate(zip(now, prints)) if a != b]
         if changed:
+            which = (f"tensors {', '.join(map(str, changed))} were" if len(changed) > 1
+                     else f"tensor {changed[0]} was")
             raise TensorsChanged(
-                f"numoracle: the tensors {name}'s accepted verdict judged changed after check() "
-                f"returned (tensor{'s' if len(changed) > 1 else ''} {changed} of its inputs and "
-                f"outputs, in order, were overwritten); its regions, kernel values and "
-                f"certificate are computed from them when first asked for. Read them before "
-                f"reusing the buffers, pass check() copies, or set "
-                f"numoracle.compiled.HOLD_ACCEPTED = False to have every verdict copy them.")
+                f"numoracle: a tensor that {name}'s accepted verdict judged changed after check() "
+                f"returned ({which} overwritten; inputs then outputs, counted from 0). Its "
+                f"regions, kernel values and certificate are computed from the tensors when "
+                f"first asked for: read them before reusing the buffers, pass check() copies, "
+                f"or set numoracle.compiled.HOLD_ACCEPTED = False to have every verdict copy them.")
     return guard
 
 
@@ -486,11 +494,10 @@ def _copy_into(dsts, srcs) -> None:
     fused copy at 1e6 (bf16, fp8, fp32) took 33 us of the H200's time as its own dtypes."""
     groups: dict = {}
     for d, s in zip(dsts, srcs):
-        key = s.dtype
-        if s.dtype == d.dtype and s.element_size() in _BITS and not s.is_complex():
-            key = _BITS[s.element_size()]
-            d, s = d.view(key), s.view(key)
-        ds, ss = groups.setdefault(key, ([], []))
+        bits = _as_bits(s) if s.dtype == d.dtype else None
+        if bits is not None:
+            d, s = _as_bits(d), bits
+        ds, ss = groups.setdefault(s.dtype, ([], []))
         ds.append(d)
         ss.append(s)
     for ds, ss in groups.values():
@@ -720,8 +727,9 @@ class Plan:
             if not self.sites_checked:
                 self._check_sites(whats)
                 self.sites_checked = True
-            # copied while the device computes the flags; then the flags are read at once
-            # (a CUDA graph's next replay reuses their buffer)
+            # copied while the device computes the flags (held, an accept is not copied, and any
+            # other verdict is copied after the read); the flags are read at once (a CUDA
+            # graph's next replay reuses their buffer)
             hold = self.hold and not full
             kept = None if hold else _copies(tensors)
             values = flags.tolist()
@@ -770,13 +778,13 @@ class Plan:
         _, want, *want_regions = self._function(full=self.full)(*tensors)
         if policy_only:
             flags, want, regions = flags[-1:], want[-1:], []
-        if not torch.equal(flags.cpu(), want.cpu()):
-            raise RuntimeError(f"the compiled flags {flags.tolist()} differ from the eager ones {want.tolist()}")
-        self._compare_regions(regions, want_regions)
+        self._compare(flags, want, regions, want_regions)
 
     @staticmethod
-    def _compare_regions(regions, want_regions) -> None:
-        """Compiled regions against eager ones (``_compare_with_eager``)."""
+    def _compare(flags, want, regions, want_regions) -> None:
+        """Compiled flags (and regions, where returned) against the same code's eager ones."""
+        if not torch.equal(flags.cpu(), want.cpu()):
+            raise RuntimeError(f"the compiled flags {flags.tolist()} differ from the eager ones {want.tolist()}")
         for got, ref in zip(regions[:1], want_regions[:1]):
             for j, (g, r) in enumerate(zip(got, ref)):
                 for k, (a, b) in enumerate(zip(g, r)):
@@ -822,10 +830,7 @@ class Plan:
                         # its first call against the same code run eagerly, as a verdict's is
                         # (_compare_with_eager): a flags-only verdict compares its flags alone
                         _, want, *want_regions = self._function(full=True)(*kept)
-                        if not torch.equal(again.cpu(), want.cpu()):
-                            raise RuntimeError(f"the compiled flags {again.tolist()} differ from the eager "
-                                               f"ones {want.tolist()}")
-                        self._compare_regions([outs], want_regions)
+                        self._compare(again, want, [outs], want_regions)
                     else:
                         _, again, outs = (self.regions_fn or self._function(full=True))(*kept)
                 except Exception as exc:

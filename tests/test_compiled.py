@@ -282,8 +282,12 @@ def test_an_accepted_verdict_holds_the_callers_tensors_and_says_when_they_change
     assert v.status == "accept" and plan.calls == 3
     outs[0].view(torch.int16)[2, 7] += 1             # one bit pattern of the kernel's output y
     for read in (lambda: v.explain(), lambda: v.outputs[0].kernel, lambda: v.certificate.to_dict()):
-        with pytest.raises(TensorsChanged, match=r"rms_norm's accepted verdict.*tensor \[2\] of its inputs"):
+        with pytest.raises(TensorsChanged, match=r"rms_norm's accepted verdict.*\(tensor 2 was overwritten; "
+                                                 r"inputs then outputs"):
             read()
+    inputs[0].view(torch.int16)[0, 0] += 1
+    with pytest.raises(TensorsChanged, match=r"\(tensors 0, 2 were overwritten; "):
+        v.explain()
 
 
 def test_without_holding_an_accepted_verdict_keeps_copies(policy, flags_only, monkeypatch):
