@@ -230,7 +230,9 @@ def _add_run_arguments(p, *, command: str) -> None:
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; ``only`` names the subcommand about to run (the other
     SUBCOMMANDS modules are not imported)."""
+    from . import __version__
     p = argparse.ArgumentParser(prog="numoracle", description=__doc__)
+    p.add_argument("--version", action="version", version=f"numoracle {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     ops = sub.add_parser("ops", help="list the registered operators")
     ops.add_argument("--json", action="store_true")

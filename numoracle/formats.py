@@ -6,18 +6,22 @@ significand bits, so scaling by powers of two, rounding to an integer and
 scaling back never loses a bit in float64.  (fp64 itself is the identity
 format: a float64 input is already one of its values.)
 
-Two facts about the casts we are compared against, measured and pinned by
-`tests/test_formats.py`:
+Two facts about library casts, which `round` does not depend on:
 
-* torch (2.11 and 2.13, CPU and CUDA) and ml_dtypes 0.6 convert a float64 to
+* torch (2.11 and 2.13, CPU and CUDA) and ml_dtypes up to 0.6 convert a float64 to
   fp16, bf16 and every fp8 format *through float32*, so they round twice:
   ``1 + 2**-8 + 2**-40`` becomes 1.0 in bf16 where a single rounding gives
-  ``1 + 2**-7``.  `round` rounds once.  To reproduce such a cast bit for bit,
-  use ``round(round(x, fp32), fmt, overflow="torch")``.
+  ``1 + 2**-7`` (ml_dtypes 0.7 rounds once).  `round` always rounds once.  To
+  reproduce such a cast bit for bit, use ``round(round(x, fp32), fmt, overflow="torch")``.
 * What a cast does beyond the finite range is version-specific: torch 2.11
   turns e4m3fn values above 464 (and infinities) into NaN, torch 2.13 (CPU)
   clamps them to ±448.  ``overflow="torch"`` therefore asks the installed
   torch, once per format.
+
+Where numoracle rounds by casts (below), a float64 is first rounded *to odd* in
+float32 and only then cast to the narrower format: every library rounds a float32
+once, and that second rounding of a value rounded to odd is the single rounding of
+the original.
 """
 
 from __future__ import annotations
