@@ -21,12 +21,13 @@ from .reference import (
     sigmoid as sigmoid, sin as sin, sqrt as sqrt, sqrt_rn as sqrt_rn, sum as sum, tanh as tanh,
     where as where,
 )
-from .verdict import Verdict as Verdict
+from .config import settings as settings
+from .verdict.verdict import Verdict as Verdict
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "formats", "check", "assert_accepted", "Verdict", "reference", "Reference",
+    "formats", "check", "assert_accepted", "Verdict", "reference", "Reference", "settings",
     "NumoracleError", "InvalidArgument", "OracleViolation", "Uncertified", "TensorsChanged",
     "sum", "mean", "max", "min", "logsumexp", "matmul", "where", "maximum", "minimum", "clamp",
     "gather", "cat", "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh",

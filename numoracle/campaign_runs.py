@@ -20,7 +20,7 @@ import torch
 from .check import check
 from .errors import InvalidArgument
 from .oracles.baselines import Observed, default_baselines, observe, required_atol
-from .strategies.families import GROUPS
+from .families import GROUPS
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 

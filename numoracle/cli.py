@@ -147,12 +147,13 @@ def cmd_fuzz(args) -> int:
 
 def cmd_replay(args) -> int:
     from . import corpus
+    from .runner.replay import replay
     paths = corpus.find(args.paths)
     if not paths:
         raise InvalidArgument(f"no corpus cases under {args.paths}; expected directories holding case.json.")
     results, reproduced = [], False
     for p in paths:
-        r = corpus.replay(p, kernel=args.kernel, backend=args.backend)
+        r = replay(p, kernel=args.kernel, backend=args.backend)
         reproduced |= r["reproduced"]
         results.append(r)
         if not args.json:

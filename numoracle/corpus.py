@@ -17,8 +17,9 @@ file fsynced, then renamed into place: a killed run leaves no half-written
 case.  The id is a digest of operator, kernel and input bits, so saving the
 same counterexample twice gives one case.  A kernel named in ``case.json`` is
 imported only when it is registered with the operator or passed explicitly
-(``replay(..., kernel=...)`` / ``--kernel``); otherwise the saved outputs are
-re-judged.
+(``numoracle.runner.replay(..., kernel=...)`` / ``--kernel``); otherwise the saved
+outputs are re-judged.  This module stores and reads cases; replaying them (running a
+kernel) is the runner's.
 """
 
 from __future__ import annotations
@@ -129,6 +130,12 @@ def _verdict_summary(v) -> dict:
     return d
 
 
+def slug(spec: str) -> str:
+    """A directory name for a kernel spec (corpora/<op>/<kernel>/...)."""
+    out = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in spec.replace(":", "."))
+    return out.strip("._") or "kernel"
+
+
 def case_id(op: str, kernel: str, arrays: dict) -> str:
     h = hashlib.sha256(f"{op}\0{kernel}\0".encode())
     for k in sorted(arrays):
@@ -155,7 +162,6 @@ def save(corpus, op, kernel_spec: str, outcome, *, backend: str, mode: str, expe
     """Save a confirmed reject (an Outcome with inputs, params, outputs, verdict)
     and return the case directory.  The verdict is recomputed in both modes."""
     from .check import check
-    from .runner.kernels import registered, slug
     if expect not in ("accept", "reject"):
         raise InvalidArgument(f"expect={expect!r}: expected 'accept' (a bug to fix: the replayed case passes "
                               f"once the kernel is accepted) or 'reject' (an oracle regression: must stay rejected).")
@@ -177,7 +183,7 @@ def save(corpus, op, kernel_spec: str, outcome, *, backend: str, mode: str, expe
     case = outcome.case
     meta = {
         "schema": SCHEMA, "id": cid, "op": op.name,
-        "kernel": {"spec": kernel_spec, "registered": registered(op, kernel_spec),
+        "kernel": {"spec": kernel_spec, "registered": op.has_kernel(kernel_spec),
                    "config": _jsonable(kernel_config or {})},
         "params": _jsonable(outcome.params), "backend": backend, "mode": mode,
         "seed": None if case is None else case.seed, "group": None if case is None else case.group,
@@ -315,49 +321,3 @@ def find(paths) -> list:
             raise InvalidArgument(f"{p}: not a corpus case or directory; give a case directory, its case.json, "
                                   f"or a corpus directory to search.")
     return found
-
-
-def replay(path, *, kernel=None, backend=None) -> dict:
-    """Re-judge a saved case in both modes.  The kernel is re-run when it is a
-    registered kernel of the operator or given as ``kernel`` (a spec or a
-    callable); otherwise the saved outputs are re-judged.  Returns a dict with
-    each mode's verdict and ``reproduced`` (a reject in either mode)."""
-    from . import backends, operators
-    from .check import check
-    from .runner.execute import KernelTimeout, call_kernel
-    from .runner.kernels import registered, resolve
-    c = load(path)
-    op = operators.get(c.op)
-    backend = backends.select(backend or ("gpu" if c.meta["backend"] == "gpu" else "interpreter"))
-    dev = backends.device(backend)
-    inputs = tuple(t.to(dev) for t in c.inputs)
-    params = dict(c.meta["params"])
-    spec = c.kernel_spec
-    ran, note = False, "saved outputs re-judged (kernel not registered; pass --kernel to re-run it)"
-    outs = tuple(t.to(dev) for t in c.outputs)
-    chosen = kernel if kernel is not None else (spec if registered(op, spec) else None)
-    if chosen is not None:
-        kfn, kname = resolve(op, chosen)
-        try:
-            outs = call_kernel(kfn, inputs, params, dict(c.meta["kernel"].get("config") or {}), timeout=120.0,
-                               device=dev)
-            ran, note = True, f"kernel {kname} re-run on {backend}"
-        except KernelTimeout as exc:
-            return {"path": str(c.path), "op": c.op, "kernel": spec, "error": str(exc), "reproduced": False,
-                    "statuses": {}, "expect": c.meta.get("expect", "accept")}
-    if not outs:
-        raise InvalidArgument(f"{c.path}: the case saved no outputs and its kernel {spec!r} is not registered; "
-                              f"pass --kernel {spec} to re-run it.")
-    verdicts = {m: check(op.reference, outs, inputs, params, mode=m, backend=backend)
-                for m in ("statistical", "fixed")}
-    for v in verdicts.values():
-        v.replay = str(c.path)
-    saved_cert = c.meta["certificate"]
-    now_cert = verdicts["fixed"].certificate.to_dict()
-    return {"path": str(c.path), "op": c.op, "kernel": spec, "kernel_ran": ran, "note": note,
-            "backend": backend,
-            "statuses": {m: v.status for m, v in verdicts.items()},
-            "saved_statuses": {m: c.meta["verdict"].get(m, {}).get("status") for m in verdicts},
-            "reproduced": any(v.status == "reject" for v in verdicts.values()),
-            "certificate_holds": now_cert["holds"], "certificate_same": now_cert == saved_cert,
-            "expect": c.meta.get("expect", "accept"), "verdicts": verdicts}

@@ -332,7 +332,7 @@ def matmul(a: Emulated, b: Emulated, acc=None, order="any"):
 def emulate(program, inputs, params=None, plan: Plan | None = None):
     """Run ``program`` on ``inputs`` (torch tensors) as one concrete kernel would;
     returns the outputs as torch tensors in their storage formats."""
-    from .check import _as_input, _outputs_tuple
+    from .verdict.evaluation import as_input as _as_input, outputs_list as _outputs_tuple
     plan = plan or Plan()
     args = []
     for i, x in enumerate(inputs):
@@ -348,3 +348,13 @@ def emulate(program, inputs, params=None, plan: Plan | None = None):
             v = F.next_up(v, o.fmt)
         result.append(F.encode(v, o.fmt))
     return tuple(result) if len(result) > 1 else result[0]
+
+
+def _register() -> None:
+    import sys
+
+    from .reference import register_arithmetic
+    register_arithmetic(Emulated, sys.modules[__name__])
+
+
+_register()

@@ -104,8 +104,8 @@ class CorpusFile(pytest.File):
 
 class CorpusItem(pytest.Item):
     def runtest(self):
-        from . import corpus
-        r = corpus.replay(self.path.parent, backend=_backend_for_replay())
+        from .runner.replay import replay
+        r = replay(self.path.parent, backend=_backend_for_replay())
         expect = r.get("expect", "accept")
         st = r.get("statuses", {})
         if "error" in r:

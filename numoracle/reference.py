@@ -55,15 +55,25 @@ def reference(fn=None):
     return Reference(fn)
 
 
+# Other arithmetics of the language (the emulator's concrete kernel-like execution)
+# register themselves here: tensor type -> module implementing the functions below.
+_ARITHMETICS: dict = {}
+
+
+def register_arithmetic(tensor_type: type, implementation) -> None:
+    """Run the language's functions on values of ``tensor_type`` with ``implementation``
+    (a module defining sum, mean, ..., apply, div_rn, like ``numoracle.calculus.ops``)."""
+    _ARITHMETICS[tensor_type] = implementation
+
+
 def _impl(x):
     from .calculus.tracked import Tracked
     if isinstance(x, Tracked):
         from .calculus import ops
         return ops
-    from .emulator import Emulated
-    if isinstance(x, Emulated):
-        from . import emulator
-        return emulator
+    for tensor_type, implementation in _ARITHMETICS.items():
+        if isinstance(x, tensor_type):
+            return implementation
     raise InvalidArgument(
         f"expected a tracked tensor (an input of the reference program or a value derived from it), "
         f"got {type(x).__name__}. Reference programs run under numoracle.check or the emulator, "

@@ -10,7 +10,7 @@ import torch
 from .check import check
 from .emulator import Plan, emulate
 from .operators import references as R
-from .strategies.families import fill
+from .families import fill
 
 PROGRAMS = {
     "rms_norm_llama": R.rms_norm_llama,
@@ -76,7 +76,7 @@ def float64_reference(program: str, inputs):
     """The operator computed in float64 and cast to the output dtypes: what an
     assert_close user compares against."""
     from . import formats as F
-    from .check import run_reference
+    from .verdict.evaluation import run_reference
     from .mathlib import load
     prog = PROGRAMS[program]
     # the calculus centre is the exact-input value of every output, before its store

@@ -114,7 +114,7 @@ def run(args) -> int:
     from . import campaign_runs as CR
     from . import operators
     from .backends import select
-    from .strategies.families import GROUPS
+    from .families import GROUPS
     backend = select(args.backend)
     op = operators.get(args.op)
     atols, rtols = _configs(args)

@@ -11,7 +11,7 @@ import torch
 
 from numoracle import corpus as C
 from numoracle.errors import InvalidArgument
-from numoracle.runner import judge
+from numoracle.runner import judge, replay
 from numoracle.strategies import Case
 
 LLAMA = (("casting", "llama"), ("offset", 0.0))
@@ -124,11 +124,11 @@ def test_replay_imports_only_registered_or_named_kernels(tmp_path, reject):
     meta = json.loads((path / "case.json").read_text())
     meta["kernel"]["spec"] = "os:system"               # a foreign case naming some callable
     (path / "case.json").write_text(json.dumps(meta))
-    r = C.replay(path)
+    r = replay(path)
     assert r["kernel_ran"] is False and "saved outputs re-judged" in r["note"]
     assert r["reproduced"] and r["statuses"] == {"statistical": "reject", "fixed": "reject"}
     # a registered kernel named in the case is re-run: the correct kernel is accepted on these inputs
     meta["kernel"]["spec"] = "correct"
     (path / "case.json").write_text(json.dumps(meta))
-    r = C.replay(path)
+    r = replay(path)
     assert r["kernel_ran"] is True and not r["reproduced"]

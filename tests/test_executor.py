@@ -15,6 +15,7 @@ import pytest
 from numoracle import backends, operators
 from numoracle.campaign import correct as C
 from numoracle.executor import Unit, map_units
+from numoracle.runner.replay import replay
 from numoracle.executor.campaign import (MergeError, Merger, correct_units, load_unit, merge_kernel,
                                          run_correct_stage, run_correct_unit, save_unit, sweep_supports_raw,
                                          unit_cases)
@@ -238,7 +239,7 @@ def test_dask_fuzz_units_merge_and_stream_corpus(client, tmp_path, backend):
     saved = [Path(s) for s in res["saved"]]
     assert saved and all((s / "case.json").exists() for s in saved)
     assert not list((tmp_path / "corpora").rglob(".tmp-*"))
-    r = corpus.replay(saved[0], backend="interpreter")
+    r = replay(saved[0], backend="interpreter")
     assert r["reproduced"]
 
 

@@ -15,7 +15,7 @@ def add_arguments(p) -> None:
     p.add_argument("--backend", default="interpreter", choices=("interpreter", "gpu", "auto"))
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32"))
     p.add_argument("--groups", default=None,
-                   help="comma-separated input groups (default: every group of numoracle.strategies.families.GROUPS)")
+                   help="comma-separated input groups (default: every group of numoracle.families.GROUPS)")
     p.add_argument("--cases-per-group", type=int, default=2)
     p.add_argument("--rows", type=int, default=4)
     p.add_argument("--cols", type=int, default=96)

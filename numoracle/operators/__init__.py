@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 
 from ..errors import InvalidArgument
-from ..strategies.families import fill
+from ..families import fill
 from . import references as R
 
 
@@ -60,6 +60,11 @@ class Operator:
     def example(self, seed: int = 0, dtype=torch.bfloat16, family: str = "normal", rows=4, cols=96):
         """(inputs, params) for one case; ``family`` is a family or an input-group name."""
         return self.make_example(seed, dtype, family, rows, cols)
+
+    def has_kernel(self, spec: str) -> bool:
+        """Whether ``spec`` names one of this operator's kernels: a registered kernel or
+        variant, or a faulty kernel (``faulty:NAME`` or ``NAME``)."""
+        return spec in self.kernel_specs or spec.removeprefix("faulty:") in self.faulty
 
     def faulty_kernel(self, name: str):
         if name not in self.faulty:

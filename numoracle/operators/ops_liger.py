@@ -16,7 +16,7 @@ import numoracle as no
 from numoracle.formats import fp32
 from numoracle.operators import Domain, Operator, _register
 from numoracle.operators.references import kept_rows
-from numoracle.strategies.families import fill
+from numoracle.families import fill
 
 _K = "numoracle.operators.kernels."
 LOG2E = 1.4426950408889634

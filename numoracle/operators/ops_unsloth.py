@@ -15,7 +15,7 @@ import numoracle as no
 from numoracle.formats import fp32
 from numoracle.operators import REGISTRY, Domain, Operator, _register
 from numoracle.operators.ops_liger import IGNORE_INDEX, example_labels
-from numoracle.strategies.families import fill
+from numoracle.families import fill
 
 _K = "numoracle.operators.kernels."
 INV_SQRT_2 = 0.7071067811865476

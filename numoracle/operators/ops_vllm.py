@@ -24,7 +24,7 @@ import torch
 import numoracle as no
 from numoracle.formats import fp32
 from numoracle.operators import Domain, Operator, _register
-from numoracle.strategies.families import fill
+from numoracle.families import fill
 
 _K = "numoracle.operators.kernels."
 _Q = _K + "group_quant_fp8:"

@@ -1,4 +1,4 @@
-"""The two-step check of block-scaled quantizer outputs (DESIGN §4.5).
+"""The two-step check of block-scaled quantizer outputs (docs/design.md §4.5).
 
 1. **Admissible scale**: each group's stored scale must lie in the interval of
    scales a correct kernel can produce from the enclosure of the group's amax
@@ -21,7 +21,7 @@ import torch
 from .. import formats as F
 from ..calculus import quant as Q
 from ..errors import InvalidArgument
-from ..verdict import OutputJudgement
+from ..verdict.judgement import GivenParts, OutputJudgement
 
 
 def is_quant_output(r) -> bool:
@@ -96,7 +96,8 @@ def _scale_tensors(q: Q.Quantizer, S: torch.Tensor):
 def _judge_scales(name, q: Q.Quantizer, S: torch.Tensor) -> OutputJudgement:
     ideal, lo, hi, _, _, rejected, unc, pow2 = _scale_tensors(q, S)
     special = ~torch.isfinite(S) & ~unc
-    j = OutputJudgement(name, F.fp32, S, ideal, lo, hi, lo, hi, rejected, unc, special, rejected)
+    parts = GivenParts(kernel_values=S, centre_values=ideal, lo=lo, hi=hi, qlo=lo, qhi=hi, rejected_mask=rejected,
+                       uncertified_mask=unc, special_mask=special, fixed_rejected_mask=rejected)
     amax_lo, amax_hi = q.amax_enclosure()
 
     def detail(i: int) -> list:
@@ -117,8 +118,7 @@ def _judge_scales(name, q: Q.Quantizer, S: torch.Tensor) -> OutputJudgement:
                 lines.append(f"  the stored scale is {s / float(ideal.reshape(-1)[i]):.6g}x the reference scale")
         return lines
 
-    j.detail = detail
-    return j
+    return OutputJudgement(name=name, fmt=F.fp32, shape=S.shape, parts=parts, detail=detail)
 
 
 def _code_tensors(q: Q.Quantizer, y: torch.Tensor, S: torch.Tensor):
@@ -141,7 +141,9 @@ def _code_tensors(q: Q.Quantizer, y: torch.Tensor, S: torch.Tensor):
 def _judge_codes(name, q: Q.Quantizer, y: torch.Tensor, S: torch.Tensor) -> OutputJudgement:
     centre, t_lo, t_hi, q_lo, q_hi, rejected, unc, s_el, valid = _code_tensors(q, y, S)
     special = ~torch.isfinite(y) & ~unc
-    j = OutputJudgement(name, q.fmt, y, centre, t_lo, t_hi, q_lo, q_hi, rejected, unc, special, rejected)
+    parts = GivenParts(kernel_values=y, centre_values=centre, lo=t_lo, hi=t_hi, qlo=q_lo, qhi=q_hi,
+                       rejected_mask=rejected, uncertified_mask=unc, special_mask=special,
+                       fixed_rejected_mask=rejected)
 
     def detail(i: int) -> list:
         K = y.shape[-1]
@@ -158,5 +160,4 @@ def _judge_codes(name, q: Q.Quantizer, y: torch.Tensor, S: torch.Tensor) -> Outp
             lines.append("  the group's stored scale is not a finite positive number: its codes are not judged")
         return lines
 
-    j.detail = detail
-    return j
+    return OutputJudgement(name=name, fmt=q.fmt, shape=y.shape, parts=parts, detail=detail)

@@ -17,8 +17,9 @@ from .outcomes import Outcome as Outcome
 from .outcomes import RunResult as RunResult
 from .outcomes import boundary_score as boundary_score
 from .outcomes import failure_class as failure_class
+from .replay import replay as replay
 from .shrink import minimize as minimize
 
 __all__ = ["fuzz", "judge", "run_case", "resolve_kernel", "Isolated", "KernelTimeout", "Progress",
            "Outcome", "RunResult", "GroupStats", "STATUSES", "EXIT_REASONS", "boundary_score",
-           "failure_class", "minimize"]
+           "failure_class", "minimize", "replay"]

@@ -43,11 +43,6 @@ def import_kernel(spec: str):
     return kernel
 
 
-def registered(op, name: str) -> bool:
-    plain = name.removeprefix("faulty:")
-    return name in op.kernel_specs or plain in getattr(op, "faulty", {})
-
-
 def resolve(op, spec):
     """(callable, spec string) for ``--kernel``: a registered kernel name
     (``correct``, a variant, or ``faulty:NAME`` / a faulty kernel's name), an
@@ -67,9 +62,3 @@ def resolve(op, spec):
     raise InvalidArgument(f"--kernel {spec!r}: {op.name} has kernels {sorted(op.kernel_specs)} and faulty "
                           f"kernels {sorted(getattr(op, 'faulty', {}))}; or give package.module:function "
                           f"for your own.")
-
-
-def slug(spec: str) -> str:
-    """A directory name for a kernel spec (corpora/<op>/<kernel>/...)."""
-    out = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in spec.replace(":", "."))
-    return out.strip("._") or "kernel"

@@ -98,8 +98,8 @@ def failure_class(verdict) -> tuple | None:
     special = bool(o.special.reshape(-1)[i])
     kind = "non-finite" if special else "outside"
     site = ""
-    if verdict._explainer is not None:
-        from ..explain import attribution
+    if verdict.reference_run is not None:
+        from ..verdict.explain import attribution
         try:
             shares = attribution(verdict, o.name, i)
         except Exception:  # attribution is an explanation aid; never let it hide the reject

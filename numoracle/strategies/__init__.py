@@ -16,11 +16,11 @@ from .cases import explicit_cases as explicit_cases
 from .elements import bits as bits
 from .elements import floats as floats
 from .elements import values as values
-from .families import FAMILIES as FAMILIES
-from .families import GROUPS as GROUPS
-from .families import Group as Group
-from .families import fill as fill
-from .families import group as group
+from ..families import FAMILIES as FAMILIES
+from ..families import GROUPS as GROUPS
+from ..families import Group as Group
+from ..families import fill as fill
+from ..families import group as group
 
 __all__ = ["Case", "cases", "explicit_cases", "SPECIALS", "floats", "bits", "values",
            "FAMILIES", "GROUPS", "Group", "fill", "group"]

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from .. import formats as F
 from ..errors import InvalidArgument
 from ._lazy import Lazy
-from .families import GROUPS
+from ..families import GROUPS
 
 # Special values injected into the main input (input 0), by name.  All finite:
 # numoracle's regions assume finite inputs (non-finite ones only make elements

@@ -6,8 +6,9 @@ import re
 
 import torch
 
-from . import formats as F
-from .region import lam
+from .. import fixed_input
+from .. import formats as F
+from ..statistical import lam
 
 _LINE = re.compile(r" \[([^\]:]+):(\d+)\]")
 
@@ -33,9 +34,7 @@ def _bits(x: float, fmt: F.Format) -> str:
 
 def attribution(verdict, out_name: str, flat: int) -> list[tuple[str, float]]:
     """(site, share of the radius) at one element, from an uncondensed re-run."""
-    from .check import run_reference
-    program, inputs, params, prof, nonfinite = verdict._explainer
-    refs, ctx, _ = run_reference(program, inputs, params, prof, condensed=False, nonfinite=nonfinite)
+    refs, ctx, _ = verdict.reference_run.rerun(condensed=False)
     names = [o.name for o in verdict.outputs]
     out = refs[names.index(out_name)]
     pre = out.pre if out.pre is not None else out
@@ -90,9 +89,7 @@ def explain(v) -> str:
     if v.n_uncertified:
         lines.append(f"Uncertified: {v.n_uncertified} / {n} — {v.certificate.summary()}")
     if v.confirmation:
-        lines.append({"confirmed": "Confirmed: the fixed-input mode (no zero-mean assumption) rejects too",
-                      "statistical-only": "Statistical-only: the fixed-input mode accepts; reported apart "
-                                          "from confirmed counterexamples"}[v.confirmation])
+        lines.append(fixed_input.CONFIRMATION_TEXT[v.confirmation])
     w = v.worst()
     if w is not None:
         o, i, excess = w
@@ -114,7 +111,7 @@ def explain(v) -> str:
             # decided casts made every earlier rounding exact: nothing to attribute
             lines.append("  width     = none: every rounding before the store is decided, so the value "
                          "before the store is known exactly")
-        elif v._explainer is not None:
+        elif v.reference_run is not None:
             shares = attribution(v, o.name, i)
             if shares:
                 top = shares[:4]

@@ -1,5 +1,6 @@
-"""Verdicts: accept / reject / uncertified, with per-element masks and an
-explanation of the worst element (DESIGN §3, STYLE.md)."""
+"""Verdicts: accept / reject / uncertified, with per-element masks and an explanation of
+the worst element (docs/design.md §3), and how a verdict is made from its outputs'
+judgements in each mode (``verdicts``)."""
 
 from __future__ import annotations
 
@@ -8,67 +9,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import formats as F
-
-
-def _on_first_use(slot: str):
-    """A property whose value is stored in ``slot`` as a tensor, or as a function
-    that computes it the first time it is read."""
-    def get(self):
-        v = getattr(self, slot)
-        if callable(v):
-            v = v()
-            setattr(self, slot, v)
-        return v
-    return property(get)
-
-
-class OutputJudgement:
-    """One output tensor's judgement (all tensors float64 / bool, output shape).
-
-    ``kernel`` (the stored values, exact), ``rejected``, ``uncertified``, ``special`` (rejected because of NaN/inf
-    where a finite value is certain) and ``fixed_rejected`` (rejected in the
-    fixed-input mode) are tensors or functions that compute them on first use;
-    ``lo, hi`` (the pre-store interval in the verdict's mode) and ``qlo, qhi``
-    (the storage values accepted) are given, or computed on first use by
-    ``bounds()`` -> (lo, hi, qlo, qhi): a verdict that is only asked for its
-    status never materialises them."""
-
-    def __init__(self, name, fmt, kernel, centre, lo, hi, qlo, qhi, rejected, uncertified, special,
-                 fixed_rejected, detail=None, *, bounds=None, shape=None, flags=None):
-        self.name = name
-        self.fmt: F.Format = fmt
-        self._kernel = kernel
-        self._centre = centre             # reference before the store (or a function computing it)
-        self.shape = tuple(shape) if shape is not None else tuple(centre.shape)
-        # (any rejected, any uncertified) when known without reading the masks (a compiled verdict's flags)
-        self.flags = flags
-        self._bounds = (lo, hi, qlo, qhi) if lo is not None else (lambda: tuple(bounds()))
-        self._rejected = rejected
-        self._uncertified = uncertified
-        self._special = special
-        self._fixed_rejected = fixed_rejected
-        # optional: flat index -> extra explanation lines (quantizer outputs name their group, scale, interval)
-        self.detail = detail
-
-    kernel = _on_first_use("_kernel")
-    centre = _on_first_use("_centre")
-    rejected = _on_first_use("_rejected")
-    uncertified = _on_first_use("_uncertified")
-    special = _on_first_use("_special")
-    fixed_rejected = _on_first_use("_fixed_rejected")
-    _all_bounds = _on_first_use("_bounds")
-    lo = property(lambda self: self._all_bounds[0])
-    hi = property(lambda self: self._all_bounds[1])
-    qlo = property(lambda self: self._all_bounds[2])
-    qhi = property(lambda self: self._all_bounds[3])
-
-    def __repr__(self):
-        return f"OutputJudgement({self.name}, {self.fmt}, shape={self.shape})"
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.shape)
+from .. import fixed_input
+from .. import formats as F
+from .judgement import RegionJudgement
 
 
 @dataclass
@@ -82,7 +25,8 @@ class Verdict:
     assumptions: object
     confirmation: str | None = None   # statistical rejects: "confirmed" | "statistical-only"
     replay: str | None = None         # set by the runner when a case is saved
-    _explainer: object = field(default=None, repr=False)
+    # how to run the reference again (evaluation.ReferenceRun): the explanation's attribution
+    reference_run: object = field(default=None, repr=False)
 
     @property
     def accepted(self) -> bool:
@@ -173,3 +117,29 @@ class Verdict:
             "assumptions": self.assumptions.to_dict(),
             "replay": self.replay,
         }
+
+
+def verdicts(program_name: str, modes, p: float, confirm: bool, assumptions, outs, certificate,
+             reference_run=None) -> dict:
+    """mode -> Verdict from each output's judgement (``RegionJudgement``, or an
+    ``OutputJudgement`` of a quantizer output, which is the same in every mode).  A
+    statistical reject is confirmed (or not) in the fixed-input mode."""
+    flags = [o.any_flags() if isinstance(o, RegionJudgement) else None for o in outs]
+    out = {}
+    for k, m in enumerate(modes):
+        judgements, rej, unc = [], False, False
+        for o, f in zip(outs, flags):
+            if isinstance(o, RegionJudgement):
+                judgements.append(o.for_mode(k))
+                rej, unc = rej or f[k], unc or f[-1]
+            else:
+                judgements.append(o)
+                o_rej, o_unc = o.any_flags()
+                rej, unc = rej or o_rej, unc or o_unc
+        status = "reject" if rej else "uncertified" if unc else "accept"
+        v = Verdict(status, program_name, m, p, judgements, certificate, assumptions,
+                    reference_run=reference_run)
+        if m == "statistical" and status == "reject" and confirm:
+            v.confirmation = fixed_input.confirmation(judgements)
+        out[m] = v
+    return out

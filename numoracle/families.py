@@ -1,5 +1,7 @@
-"""Input families and shifts (DESIGN §8): reproducible bulk data from a few
-drawn parameters, so Hypothesis shrinks parameters, not megabytes."""
+"""Input families and input-shift groups (docs/design.md §8): reproducible bulk data from
+a few drawn parameters, so Hypothesis shrinks parameters, not megabytes.  Deterministic
+fillers, not strategies: the operators' example builders use them, and
+``numoracle.strategies`` draws their parameters."""
 
 from __future__ import annotations
 
@@ -7,8 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import formats as F
-from ..errors import InvalidArgument
+from . import formats as F
+from .errors import InvalidArgument
 
 FAMILIES = ("normal", "shifted_mean", "heavy_tailed", "scaled", "constant_rows", "pow2_grid",
             "uniform", "laplace", "lognormal", "outliers")
