@@ -1,6 +1,6 @@
 """``check`` and ``assert_accepted``: run a reference program under the error
 calculus on the kernel's inputs, build each output's acceptance region, and
-judge the stored outputs (DESIGN §2 data flow)."""
+judge the stored outputs (docs/design.md §2 data flow)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Acceptance regions: for every output element, the pre-store interval a
-correct kernel's value may lie in, in each mode (DESIGN §4.2).
+correct kernel's value may lie in, in each mode (docs/design.md §4.2).
 
 - fixed-input: R = sum|a_s| W_s + P_abs + |d| (sound with no probabilistic model);
 - statistical: R = min(R_fixed, lambda * sqrt(sum a_s^2 V_s + P_var) + |d|) with

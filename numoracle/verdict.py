@@ -1,5 +1,5 @@
 """Verdicts: accept / reject / uncertified, with per-element masks and an
-explanation of the worst element (DESIGN §3, STYLE.md)."""
+explanation of the worst element (docs/design.md §3, docs/contributing.md)."""
 
 from __future__ import annotations
 

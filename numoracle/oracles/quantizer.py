@@ -1,4 +1,4 @@
-"""The two-step check of block-scaled quantizer outputs (DESIGN §4.5).
+"""The two-step check of block-scaled quantizer outputs (docs/design.md §4.5).
 
 1. **Admissible scale**: each group's stored scale must lie in the interval of
    scales a correct kernel can produce from the enclosure of the group's amax
