@@ -1,4 +1,4 @@
-"""Assumption profiles (DESIGN §6): what a verdict is conditional on."""
+"""Assumption profiles (docs/design.md §6): what a verdict is conditional on."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Finite-range certificates (DESIGN §4.6).
+"""Finite-range certificates (docs/design.md §4.6).
 
 Every rounding site checks that its enclosure [c - R, c + R] stays inside its
 format's finite range, and every math call that its argument stays inside the

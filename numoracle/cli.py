@@ -1,5 +1,5 @@
 """The ``numoracle`` command line.  Exit codes: 0 nothing found, 1 a
-counterexample / violation, 2 usage or input error (DESIGN §3)."""
+counterexample / violation, 2 usage or input error (docs/design.md §3)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Corpora: shrunk, confirmed counterexamples saved as plain files and
-replayable forever (DESIGN §9).
+replayable forever (docs/design.md §9).
 
 A case is a directory ``<corpus>/<op>/<kernel>/<id>/`` holding
 

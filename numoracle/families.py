@@ -20,7 +20,7 @@ FAMILIES = ("normal", "shifted_mean", "heavy_tailed", "scaled", "constant_rows",
 class Group:
     """A named, reproducible input distribution: a family and a power-of-ten
     scale.  ``calibration`` is the group a maintainer would tune a tolerance
-    on; every other group is a shift of it (DESIGN §8)."""
+    on; every other group is a shift of it (docs/design.md §8)."""
     name: str
     family: str
     scale_exp: int

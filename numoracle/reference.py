@@ -1,4 +1,4 @@
-"""The reference-program language (DESIGN §3).
+"""The reference-program language (docs/design.md §3).
 
 A reference program is plain Python over tracked tensors, annotated with the
 format of every store, cast, accumulation and math call.  The same program
@@ -207,7 +207,7 @@ def div_rn(a, b):
     return _impl(_first(a, b)).div_rn(a, b)
 
 
-# ---- block-scaled quantizers (DESIGN §4.5)
+# ---- block-scaled quantizers (docs/design.md §4.5)
 def quantize_group(x, group, fmt="e4m3fn", scale_rule="fp32", *, fmax=None, eps=1e-10):
     """Per-token-group quantization of fp32 ``x`` along its last axis: returns
     an object with ``.codes`` and ``.scales`` (outputs judged in two steps:

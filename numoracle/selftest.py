@@ -61,7 +61,7 @@ def judge_emulated(program: str, inputs, plan: Plan, backend: str = "interpreter
 
 
 def assert_close_accepts(outs, ref_outs) -> bool:
-    """torch.testing.assert_close with its per-dtype defaults (FACTS.md)."""
+    """torch.testing.assert_close with its per-dtype defaults (docs/facts.md)."""
     outs = outs if isinstance(outs, tuple) else (outs,)
     ref_outs = ref_outs if isinstance(ref_outs, tuple) else (ref_outs,)
     try:

@@ -1,5 +1,5 @@
 """``numoracle stress-tolerances OP``: how a fixed (atol, rtol) — or a grid of
-them — fares against the same runs numoracle judges (DESIGN §10).
+them — fares against the same runs numoracle judges (docs/design.md §10).
 
 For each input group, Hypothesis searches the operator's domain (seed, shape,
 parameter choices) for **false alarms** on the correct kernel and its variants,

@@ -119,7 +119,7 @@ def test_parameters_agree_with_torch_finfo(fmt):
 
 
 def test_facts_table():
-    table = {  # name: (u, max finite, min normal, min subnormal), from FACTS.md
+    table = {  # name: (u, max finite, min normal, min subnormal), from docs/facts.md
         "fp32": (2**-24, 3.4028234663852886e38, 2**-126, 2**-149),
         "tf32": (2**-11, 3.4011621342146535e38, 2**-126, 2**-136),
         "fp16": (2**-11, 65504, 2**-14, 2**-24),

@@ -459,7 +459,7 @@ def test_bf16_mad_garbage_on_bare_and_rounded_from_fp32_after_install():
     """``a*b + a`` on bf16 tensors.  Bare: numpy arithmetic on the uint16 bit
     patterns.  Repaired: RN(RN(a*b) + a), bit for bit.
 
-    The GPU contracts ``a*b + a`` into one FMA (a single rounding, FACTS.md);
+    The GPU contracts ``a*b + a`` into one FMA (a single rounding, docs/facts.md);
     the repaired interpreter does not fuse, so it equals the two-rounding
     evaluation and may differ from the GPU in the last bit -- which
     numoracle's reference admits (fused or unfused)."""

@@ -1,4 +1,4 @@
-"""Backends: where kernels run (DESIGN §7).
+"""Backends: where kernels run (docs/design.md §7).
 
 ``select(name)`` is the one rule the CLI, the pytest plugin and the API share:
 "gpu" needs CUDA; "interpreter" runs Triton's interpreter on CPU tensors,

@@ -1,4 +1,4 @@
-"""A GPU-faithful Triton interpreter (DESIGN §7, backend ``interpreter``).
+"""A GPU-faithful Triton interpreter (docs/design.md §7, backend ``interpreter``).
 
 CI has no GPU, so kernels run on CPU tensors through Triton's interpreter
 (``TRITON_INTERPRET=1``), which does not compute what an NVIDIA GPU computes.
@@ -52,7 +52,7 @@ every patched attribute.
 
 What the repaired interpreter still does differently from the GPU: it never
 contracts ``a*b + c`` into one FMA (the GPU does, by default, in fp32 and in
-bf16: see FACTS.md), numpy's float32 functions replace the GPU's approximate
+bf16: see docs/facts.md), numpy's float32 functions replace the GPU's approximate
 ones, and reductions run in numpy's order.
 
 ``TRITON_INTERPRET``

@@ -3,9 +3,9 @@
 For each function the calculus needs, in float64 on torch tensors:
 - its value and first derivative at the centre (first-order propagation),
 - a bound on |f''| over an enclosure [lo, hi] (the rigorous second-order
-  remainder |f(c+e) - f(c) - f'(c) e| <= 1/2 sup|f''| e^2, DESIGN §4.1),
+  remainder |f(c+e) - f(c) - f'(c) e| <= 1/2 sup|f''| e^2, docs/design.md §4.1),
 - its domain, as a predicate on the enclosure, so a certificate can name a
-  site whose argument may leave it (DESIGN §4.6).
+  site whose argument may leave it (docs/design.md §4.6).
 
 Global constants below are the suprema of |f''| over the whole real line:
 sigmoid'' peaks at 1/(6*sqrt(3)), tanh'' at 4/(3*sqrt(3)), erf'' at

@@ -1,4 +1,4 @@
-"""Block-scaled quantizers in the error calculus (DESIGN §4.5).
+"""Block-scaled quantizers in the error calculus (docs/design.md §4.5).
 
 A per-token-group quantizer splits the last axis into groups of ``group``
 contiguous values and, per group, computes a scale from the group's absolute
@@ -23,7 +23,7 @@ codes and scales outputs (judged by ``numoracle.oracles.quantizer``) and the
 dequantized value as a tracked tensor for downstream use (a matmul after the
 quantizer), carrying the quantization error as the quantizer's own symbol.
 
-Scale rules (OPERATORS.md row 12, change pair 14):
+Scale rules (docs/operators.md row 12, change pair 14):
 ``"fp32"``  scale = max(amax, eps) / fmax             (the floor is on absmax)
 ``"ue8m0"`` scale = 2^ceil(log2(max(amax / fmax, eps))) (the floor is on the
             scale, before the power-of-two round-up)
@@ -49,7 +49,7 @@ DEFAULT_FMAX = {"e4m3fn": 448.0, "e4m3fnuz": 224.0, "e5m2": 57344.0}
 _F64_REL = 2.0 ** -50          # slack for float64 evaluation of one quotient / log2
 
 ASSUMPTIONS = (
-    "quantizer codes are judged conditioned on the kernel's stored scales (DESIGN §4.5)",
+    "quantizer codes are judged conditioned on the kernel's stored scales (docs/design.md §4.5)",
     "UE8M0 scales: log2 of a power of two and exp2 of an integer are exact (lg2/ex2 and numpy)",
 )
 

@@ -2,11 +2,11 @@
 the kernel holds the value in, and an error form (see ``form.py``).
 
 Every operation mirrors what a Triton kernel does: exact real arithmetic on the
-form, then a rounding *site* in the operation's format (DESIGN §4.1), unless
+form, then a rounding *site* in the operation's format (docs/design.md §4.1), unless
 the result is provably exact (widening casts, products of narrow formats in
 fp32, scaling by powers of two).  Each site checks its enclosure against the
 format's finite range (or the math function's domain); elements that may leave
-it are *tainted* and end up ``uncertified`` rather than judged (DESIGN §4.6).
+it are *tainted* and end up ``uncertified`` rather than judged (docs/design.md §4.6).
 """
 
 from __future__ import annotations

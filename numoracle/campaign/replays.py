@@ -1,4 +1,4 @@
-"""Historical change-pair replays (OPERATORS.md): each upstream fault and its
+"""Historical change-pair replays (docs/operators.md): each upstream fault and its
 correction re-created as a faulty kernel of ours (``Operator.faulty``) and the
 corrected control (a registered kernel of the same operator).
 

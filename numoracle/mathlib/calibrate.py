@@ -1,5 +1,5 @@
 """``numoracle calibrate``: measure the math library of a backend and write a
-math-library profile (DESIGN §5).
+math-library profile (docs/design.md §5).
 
 For each profile function (``exp``, ``exp2``, ``log``, ``log2``, ``rsqrt``,
 ``sqrt``, ``sqrt_rn``, ``div``, ``div_rn``, ``sigmoid``, ``tanh``, ``erf``,

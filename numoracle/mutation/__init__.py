@@ -1,5 +1,5 @@
 """Mutation testing of an operator's Triton kernels against numoracle and the
-fixed-tolerance baselines (DESIGN §10): AST mutants, equivalence by evidence,
+fixed-tolerance baselines (docs/design.md §10): AST mutants, equivalence by evidence,
 the kill matrix and the tuned-tolerance frontier."""
 
 from .engine import Campaign, Mutant, kill_table, plan_mutants, run_campaign

@@ -1,5 +1,5 @@
 """AST mutation operators over the ``@triton.jit`` functions of a kernel module
-(OPERATORS.md "Mutation operators").  Each mutant changes one site.
+(docs/operators.md "Mutation operators").  Each mutant changes one site.
 
 A *site* is a node of the module's AST (numbered in ``ast.walk`` order) inside a
 ``@triton.jit`` function, or a module-level ``NAME = tl.constexpr(<number>)``

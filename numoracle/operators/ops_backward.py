@@ -1,4 +1,4 @@
-"""Backward passes of the Liger operators (OPERATORS.md rows 1-4 and 6), each registered as
+"""Backward passes of the Liger operators (docs/operators.md rows 1-4 and 6), each registered as
 its own operator: reference program, correct kernel, behaviour-preserving variants, domain,
 example inputs, and the faulty kernels of the change pairs that concern a backward pass.
 

@@ -1,4 +1,4 @@
-"""Liger-Kernel's remaining forward operators (OPERATORS.md rows 5, 7, 8): rope,
+"""Liger-Kernel's remaining forward operators (docs/operators.md rows 5, 7, 8): rope,
 fused_linear_cross_entropy and jsd, each with its reference program, correct kernel,
 behaviour-preserving variants, domain, example inputs and a planted faulty kernel.
 

@@ -1,4 +1,4 @@
-"""Unsloth's operators (OPERATORS.md rows 9-11): rms_layernorm, cross_entropy_loss, geglu_exact,
+"""Unsloth's operators (docs/operators.md rows 9-11): rms_layernorm, cross_entropy_loss, geglu_exact,
 geglu_approx, and their backward passes, each with its reference program, correct kernel,
 behaviour-preserving variants, domain, example inputs and the faulty kernels of the change pairs
 that concern it (5, 11, 12).

@@ -1,9 +1,9 @@
-"""vLLM's operators (OPERATORS.md rows 12-13): ``per_token_group_quant_fp8`` and
+"""vLLM's operators (docs/operators.md rows 12-13): ``per_token_group_quant_fp8`` and
 ``w8a8_block_fp8_matmul``, each with its reference program, correct kernel, behaviour-preserving
 variants, domain, example inputs and the faulty kernels of change pairs 13-16 (plus a truncating
 fp8 store, a row-0 scale broadcast and a wrong scale-block index).
 
-The quantizer's outputs (codes, scales) are judged in two steps (DESIGN §4.5,
+The quantizer's outputs (codes, scales) are judged in two steps (docs/design.md §4.5,
 ``numoracle.oracles.quantizer``). ``group_quant_then_block_fp8_matmul`` is the reference of the
 pipeline quantize → block matmul against the unquantized activations: the quantizer's error
 enters the matmul as the quantizer site's symbol (``no.quantize_group(...).dequantized``).

@@ -1,4 +1,4 @@
-"""Reference programs of the operators' precision plans (../shared/OPERATORS.md).
+"""Reference programs of the operators' precision plans (docs/operators.md).
 
 Each program states, in order, every rounding the upstream kernel performs:
 widenings (exact), fp32 arithmetic, reductions with their order model, math

@@ -1,4 +1,4 @@
-"""The runner (DESIGN §9): case -> kernel on a backend -> reference -> verdict,
+"""The runner (docs/design.md §9): case -> kernel on a backend -> reference -> verdict,
 with outcomes for kernels that raise, return NaN or hang, Hypothesis
 ``target()`` toward the region's edge, per-group statistics, an exit reason,
 element-level shrinking and saving to a corpus."""

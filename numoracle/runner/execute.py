@@ -1,7 +1,7 @@
 """One case: kernel on the backend (on clones of the inputs: several upstream
 kernels work in place), reference, verdict.  A kernel that raises, returns
 NaN where the reference is finite, or does not return within the per-case
-limit is an outcome, never the end of the run (DESIGN §9).
+limit is an outcome, never the end of the run (docs/design.md §9).
 
 The per-case limit is a SIGALRM watchdog in the main thread: the Triton
 interpreter runs the kernel as Python, so the alarm interrupts it between

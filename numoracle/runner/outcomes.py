@@ -2,7 +2,7 @@
 
 An outcome is one of ``STATUSES``: the verdict's three (a statistical reject
 the fixed-input mode does not confirm is ``statistical_only``, reported apart
-from counterexamples, DESIGN §4.2), or what went wrong with the kernel itself:
+from counterexamples, docs/design.md §4.2), or what went wrong with the kernel itself:
 ``error`` (it raised, or returned outputs of the wrong structure), ``nan``
 (NaN/inf where the reference is certainly finite), ``timeout`` (no return
 within the per-case limit).  None of them ends a run.

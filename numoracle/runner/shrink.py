@@ -1,4 +1,4 @@
-"""Element-level shrinking of a counterexample (DESIGN §9).
+"""Element-level shrinking of a counterexample (docs/design.md §9).
 
 Hypothesis has already shrunk the *structure* (shape, group, scale, seed, ...)
 of the failing case; what is left is a concrete tensor whose values came from

@@ -1,4 +1,4 @@
-"""Hypothesis strategies and input-shift families (DESIGN §8).
+"""Hypothesis strategies and input-shift families (docs/design.md §8).
 
 - ``floats(fmt)`` / ``bits(fmt)`` / ``values(fmt)``: elements of any numoracle
   format (bf16, fp16, fp8 e4m3fn / e5m2 / e4m3fnuz, fp4 e2m1, e8m0, ...), every

@@ -1,4 +1,4 @@
-"""Per-operator case strategies (DESIGN §8).
+"""Per-operator case strategies (docs/design.md §8).
 
 Hypothesis draws the *structure* of a case - shape inside the operator's
 domain, format, input-shift group, a power-of-two scale, a few special
