@@ -149,7 +149,7 @@ _register(Function(
 ))
 _register(Function(
     "erf", torch.erf, _erf_deriv,
-    curvature=_const(0.9678),
+    curvature=_const(0.96789),
     in_domain=_everywhere, domain_text="all reals",
     magnitude=_mono_mag(torch.erf),
 ))
