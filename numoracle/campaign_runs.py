@@ -192,8 +192,8 @@ def run_kernel(op, fn, kernel_name, cases, baselines, *, backend="interpreter", 
                keep=False, reuse=None) -> list:
     """Run ``fn`` on every case and judge it.  ``reuse`` maps (case, digest) of earlier runs
     to their Run: an output bit-identical to a judged one reuses its judgement."""
-    from .backends import device
-    dev = device(backend)
+    from .backends import resolve
+    dev = resolve(backend).device
     runs = []
     for case in cases:
         inputs, params = case.build(op, dev)
@@ -216,9 +216,9 @@ def calibrate(op, *, dtype="bf16", rows=4, cols=96, n=8, seed=10_000, backend="i
               margin=2.0):
     """Fit the tuned tolerance on ``n`` calibration-group runs of the correct kernel
     (seeds disjoint from campaign seeds)."""
-    from .backends import device
+    from .backends import resolve
     from .oracles.baselines import TunedTolerance
-    dev = device(backend)
+    dev = resolve(backend).device
     cases = make_cases(op, ["calibration"], n, dtype, rows, cols, seed)
     obs, errors = [], []
     fn = op.kernels["correct"]

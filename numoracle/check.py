@@ -10,10 +10,9 @@ from __future__ import annotations
 import dataclasses
 
 from . import config
-from .assumptions import for_backend
+from . import backends
 from .certificates import Certificate
 from .errors import InvalidArgument, OracleViolation, Uncertified
-from .mathlib import load as load_profile
 from .oracles import quantizer as QZ
 from .reference import Reference, reference
 from .verdict import compiled
@@ -53,8 +52,9 @@ def check_modes(program, outputs, inputs, params=None, *, modes=MODES, backend="
     if not isinstance(inputs, (tuple, list)):
         inputs = (inputs,)
     params = dict(params or {})
-    assumptions = for_backend(backend, profile)
-    prof = load_profile(assumptions.math_profile)
+    backend = backends.resolve(backend, profile=profile)
+    assumptions = backend.assumptions()
+    prof = backend.profile()
     kernel_outs = outputs_list(outputs)
     rerun = ReferenceRun(program=program, inputs=tuple(inputs), params=params, profile=prof, nonfinite=nonfinite)
 

@@ -366,11 +366,10 @@ def _to_odd_fp32(x: torch.Tensor) -> torch.Tensor:
 
 
 # devices where rounding to fp8 (rne) and directed rounding to fp32 go through casts and bit
-# views (where those are cheap: ``_bitcasts_cheap``); checked against the grid path by
-# tests/test_formats.py (CPU) and scripts/cuda_rounding_check.py.  Exact on the H200 too
-# (docs/results/2026-11-30-h200-rounding-check-fp8-casts.txt), but the quantizer's verdict
-# was no faster there (-h200-bench-quant-fp8-casts.json), so CUDA keeps the grid
-EXTRA_CAST_DEVICES = {"cpu"}
+# views (where those are cheap: ``_bitcasts_cheap``), elsewhere through the grid; both paths
+# are exact (tests/test_formats.py on the CPU, scripts/cuda_rounding_check.py on a GPU, where
+# the casts were no faster: docs/results/INDEX.md)
+_CAST_DEVICES = frozenset({"cpu"})
 _CAST_FP8 = ("e4m3fn", "e5m2")
 
 
@@ -498,7 +497,12 @@ def round(x, fmt, mode: str = "rne", overflow: str = "inf") -> torch.Tensor:
     # numoracle.compiled.COMPILE_OPTIONS (scripts/cuda_rounding_check.py, on the H200 too)
     if mode == "rne" and overflow == "inf" and fmt.name in _FAST_RNE:
         return _rne_fast(x, fmt)
-    casts = x.device.type in EXTRA_CAST_DEVICES and _bitcasts_cheap(x)
+    return _round_by(x, fmt, mode, overflow, casts=x.device.type in _CAST_DEVICES and _bitcasts_cheap(x))
+
+
+def _round_by(x: torch.Tensor, fmt: Format, mode: str, overflow: str, casts: bool) -> torch.Tensor:
+    """``round`` (overflow rule resolved, not the 16-bit fast path) by casts where there are
+    cast paths for fmt and mode, or by the grid."""
     if casts and fmt.name == "fp32" and overflow == "inf" and mode in ("up", "down"):
         return _directed_fp32(x, mode)
     return _round_rest(x, fmt, mode, overflow, casts and mode == "rne" and fmt.name in _CAST_FP8)

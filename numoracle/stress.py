@@ -115,7 +115,7 @@ def run(args) -> int:
     from . import operators
     from .backends import select
     from .families import GROUPS
-    backend = select(args.backend)
+    backend = select(args.backend).name
     op = operators.get(args.op)
     atols, rtols = _configs(args)
     groups = [g.strip() for g in args.groups.split(",")] if args.groups else list(GROUPS)

@@ -26,7 +26,7 @@ import time
 def serial(names, n, backend):
     from numoracle import backends, operators
     from numoracle.campaign import correct as C
-    dev = backends.device(backend)
+    dev = backend.device
     out = {}
     for name in names:
         op = operators.get(name)

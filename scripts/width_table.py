@@ -37,7 +37,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="")
     a = ap.parse_args(argv)
     backend = backends.select(a.backend)
-    dev = backends.device(backend)
+    dev = backend.device
     up = Upstream()
     lines = ["| operator | stat median / max | fixed median / max | assert_close median / max | upstream rule | "
              "upstream median / max |", "|---|---|---|---|---|---|"]

@@ -677,7 +677,7 @@ def test_fp8_rne_by_casts_equals_the_grid_path(fmt, overflow):
     """RNE to fp8 through float32 rounded to odd, with overflow decided on x (e4m3fn's tie at
     464 goes down to 448, e5m2's at 61440 up past the range), against the grid path, on every
     value, midpoint and neighbour, in every overflow rule."""
-    assert "cpu" in F.EXTRA_CAST_DEVICES
+    assert "cpu" in F._CAST_DEVICES
     g = torch.Generator().manual_seed(5)
     spread = torch.exp2(torch.randint(-30, 20, (50_000,), generator=g).to(torch.float64))
     x = torch.cat([_double_rounding_hazards(fmt), torch.randn(50_000, generator=g, dtype=torch.float64) * spread])
@@ -693,7 +693,7 @@ def test_directed_fp32_by_casts_equals_the_grid_path(mode):
     """Rounding up and down to float32 by a cast and one step, against the grid path: every
     bf16 value and midpoint with their float32 and float64 neighbours, random magnitudes over
     the whole float32 range (subnormals, overflow), zeros of both signs and the specials."""
-    assert "cpu" in F.EXTRA_CAST_DEVICES
+    assert "cpu" in F._CAST_DEVICES
     g = torch.Generator().manual_seed(6)
     spread = torch.exp2(torch.randint(-160, 140, (200_000,), generator=g).to(torch.float64))
     x = torch.cat([_double_rounding_hazards(F.bf16), torch.randn(200_000, generator=g, dtype=torch.float64) * spread,

@@ -19,6 +19,8 @@ import pytest
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before any kernel is decorated
 
+import numoracle as no  # noqa: E402
+
 # numpy's overflow warning from the interpreter's own fp16 cast (fp16 casts
 # are right upstream, so not repaired; inf is the right result)
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
@@ -646,19 +648,18 @@ def run_autotuned(n=100):
     return int(blk[0])
 
 
-def test_autotuned_kernel_runs_a_chosen_config(monkeypatch):
+def test_autotuned_kernel_runs_a_chosen_config():
     with bare():
         with pytest.raises(RuntimeError, match="driver"):
             run_autotuned()
-    monkeypatch.delenv(interp.AUTOTUNE_ENV, raising=False)
     with repaired():
         assert run_autotuned() == 16  # first config
-        monkeypatch.setenv(interp.AUTOTUNE_ENV, "1")
-        assert run_autotuned() == 32
-        monkeypatch.setenv(interp.AUTOTUNE_ENV, "BLOCK=64")
-        assert run_autotuned() == 64
-        interp.set_autotune_config({"BLOCK": 32})  # the function beats the env var
-        assert run_autotuned() == 32
+        with no.settings(autotune_config="1"):
+            assert run_autotuned() == 32
+        with no.settings(autotune_config="BLOCK=64"):
+            assert run_autotuned() == 64
+            interp.set_autotune_config({"BLOCK": 32})  # the function beats the setting
+            assert run_autotuned() == 32
         interp.set_autotune_config({"autotuned_scale_kernel": 0})
         assert run_autotuned() == 16
         interp.set_autotune_config(lambda configs: configs[-1])

@@ -73,13 +73,13 @@ def campaign(out_dir, *, backend="interpreter", size="quick", ops=None, stages=S
     from . import replays as RP
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     backend = backends.select(backend)
-    dev = backends.device(backend)
+    dev = backend.device
     names = list(ops or operators.names())
     sz = {**SIZES[size], **{k: v for k, v in (overrides or {}).items() if v is not None}}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "campaign.json"
-    meta = {"backend": backend, "size": size, "ops": names, "date": time.strftime("%Y-%m-%d"),
+    meta = {"backend": backend.name, "size": size, "ops": names, "date": time.strftime("%Y-%m-%d"),
             "device": _device(dev), **_versions()}
     data = _load(path, meta)
     data["meta"].update({k: meta[k] for k in ("date", "device")})
@@ -106,7 +106,7 @@ def campaign(out_dir, *, backend="interpreter", size="quick", ops=None, stages=S
                 _save(path, data)
     if "mutation" in stages and "mutation" not in data.get("done", []):
         from . import mutation as MU
-        m, data["frontier"] = MU.run(mutation_ops or names, sz["mutation"], backend, dev, out, log=log,
+        m, data["frontier"] = MU.run(mutation_ops or names, sz["mutation"], backend.name, dev, out, log=log,
                                      max_mutants=sz["max_mutants"], time_budget=sz["mutation_seconds"])
         # the tuned tolerance under input shift comes from the same correct-kernel runs
         data["tuned_shift"] = m.pop("tuned_shift", None)

@@ -138,7 +138,7 @@ def _child(argv) -> int:
     name, out, backend, per_group, max_mutants, seconds, dtype = argv
     from ..backends import select
     from ..mutation import run_campaign
-    backend = select(backend)
+    backend = select(backend).name
     c = run_campaign(name, backend=backend, dtype=dtype, per_group=int(per_group), max_mutants=int(max_mutants),
                      deadline=time.time() + float(seconds))
     with open(out, "w", encoding="utf-8") as fh:

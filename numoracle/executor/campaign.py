@@ -87,7 +87,7 @@ def run_correct_unit(unit: Unit) -> dict:
     except Exception as exc:              # an optional upstream kernel that does not import
         return {"skipped": repr(exc)[:300]}
     kw = {"raw": True} if sweep_supports_raw() else {}
-    res = C.sweep_kernel(op, unit.kernel, kernel, unit_cases(unit), backend, backends.device(backend), **kw)
+    res = C.sweep_kernel(op, unit.kernel, kernel, unit_cases(unit), backend, backend.device, **kw)
     if "raw" in res:                      # plain arrays travel and store better than tensors
         raw = res["raw"]
         res["raw"] = {"width": {m: [(int(s), _np(a)) for s, a in v] for m, v in raw["width"].items()},
@@ -363,19 +363,19 @@ def campaign(out_dir, *, backend="interpreter", size="quick", ops=None, stages=N
     from .. import campaign as CA
     stages = tuple(stages or CA.STAGES)
     backend = backends.select(backend)
-    dev = backends.device(backend)
+    dev = backend.device
     names = list(ops or operators.names())
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "campaign.json"
-    meta = {"backend": backend, "size": size, "ops": names, "date": time.strftime("%Y-%m-%d"),
+    meta = {"backend": backend.name, "size": size, "ops": names, "date": time.strftime("%Y-%m-%d"),
             "device": CA._device(dev), **CA._versions()}
     data = CA._load(path, meta)
     data["meta"].update({k: meta[k] for k in ("date", "device")})
     t0 = time.time()
     if "correct" in stages:
         sz = {**CA.SIZES[size], **{k: v for k, v in (overrides or {}).items() if v is not None}}
-        run_correct_stage(names, sz["correct"], backend, executor, scheduler, out, data=data,
+        run_correct_stage(names, sz["correct"], backend.name, executor, scheduler, out, data=data,
                           workers=workers, chunk=chunk, log=log)
     data["meta"]["seconds"] = round(data["meta"].get("seconds", 0) + time.time() - t0, 1)
     CA._save(path, data)

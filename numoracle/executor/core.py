@@ -50,8 +50,12 @@ class Unit:
     kernel: str
     group: str
     seeds: tuple            # (lo, hi): the seeds lo <= s < hi
-    backend: str = "interpreter"
+    backend: str = "interpreter"     # a backend's name: units are data, sent to other processes
     settings: tuple = field(default=())
+
+    def __post_init__(self):
+        if not isinstance(self.backend, str):           # a numoracle.backends.Backend
+            object.__setattr__(self, "backend", self.backend.name)
 
     @property
     def id(self) -> str:
@@ -92,7 +96,7 @@ def prepare_worker(backend: str, device: str | None = None) -> str:
         raise InvalidArgument("backend='gpu' in a worker whose environment sets TRITON_INTERPRET=1; start the "
                               "worker without it.")
     from .. import backends
-    return backends.select(backend)
+    return backends.select(backend).name
 
 
 def call_unit(fn, unit: Unit):
@@ -129,6 +133,8 @@ def map_units(units, fn, *, executor: str = "local", scheduler: str | None = Non
             seen.add(u.id)
             todo.append(u)
     backends_used = {u.backend for u in todo}
+    if backend is not None and not isinstance(backend, str):      # a numoracle.backends.Backend
+        backend = backend.name
     if backend is None:
         backend = next(iter(backends_used)) if len(backends_used) == 1 else "interpreter"
     if len(backends_used) > 1:

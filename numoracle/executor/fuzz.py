@@ -203,7 +203,7 @@ def run_from_cli(args, *, op, groups=None, formats=None, seconds=None) -> int:
     base = args.seed or 0
     n = getattr(args, "units", None) or 4
     examples = args.examples if args.examples is not None else (10**9 if seconds else 20)
-    units = fuzz_units(op.name, args.kernel, backend, seeds=(base, base + n), groups=groups, examples=max(examples, 1),
+    units = fuzz_units(op.name, args.kernel, backend.name, seeds=(base, base + n), groups=groups, examples=max(examples, 1),
                        mode=args.mode, seconds=seconds, formats=formats, max_rows=args.rows or args.max_rows,
                        max_cols=args.cols or args.max_cols, shrink=not args.no_shrink,
                        shrink_seconds=args.shrink_seconds, timeout=args.timeout, isolate=args.isolate,

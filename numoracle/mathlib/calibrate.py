@@ -354,8 +354,8 @@ class Runner:
 
         from .. import backends
 
-        self.backend = backends.select(backend)
-        self.device = backends.device(self.backend)
+        self.backend = backends.select(backend).name
+        self.device = backends.resolve(self.backend).device
         from . import _calibrate_kernels as K
 
         self.K = K

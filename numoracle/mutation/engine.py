@@ -111,8 +111,8 @@ def reached_functions(op, spec_name: str, case, backend="interpreter") -> set:
             return _orig(self, grid)
         t.__getitem__ = rec
     try:
-        from ..backends import device
-        inputs, params = case.build(op, device(backend))
+        from ..backends import resolve
+        inputs, params = case.build(op, resolve(backend).device)
         CR.execute(_wrapper(m, fn, pick), inputs, params)
     finally:
         for t, orig in patched.items():
@@ -356,7 +356,7 @@ def run_campaign(op_name, *, backend="interpreter", dtype="bf16", groups=None, p
                  deadline=None) -> Campaign:
     """The mutation campaign of one operator (module docstring)."""
     from ..backends import select
-    backend = select(backend)
+    backend = select(backend).name
     t0 = time.time()
     op = operators.get(op_name)
     baselines = CR.oracles_for(op, dtype=dtype, rows=rows, cols=cols, backend=backend, n_cal=n_cal,

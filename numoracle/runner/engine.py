@@ -80,12 +80,12 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
     ``corpus``: a directory to save the shrunk, confirmed counterexample in."""
     from .. import operators
     backend = backends.select(backend)
-    device = backends.device(backend)
+    device = backend.device
     op = operators.get(op) if isinstance(op, str) else op
     kfn, kspec = resolve(op, kernel)
     isolated = Isolated(op.name, kspec, backend, device) if isolate else None
     strategy = strategy if strategy is not None else cases_strategy(op)
-    result = RunResult(op.name, kspec, backend, mode)
+    result = RunResult(op.name, kspec, backend.name, mode)
     kw = dict(backend=backend, mode=mode, timeout=timeout, device=device, isolated=isolated)
     memo: dict = {}
     state = {"phase": "search", "deadline": None if seconds is None else time.time() + seconds,
@@ -194,7 +194,7 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
             result.shrink_seconds = time.time() - t0
         if corpus is not None:
             from .. import corpus as C
-            result.saved = str(C.save(corpus, op, kspec, result.counterexample, backend=backend, mode=mode,
+            result.saved = str(C.save(corpus, op, kspec, result.counterexample, backend=backend.name, mode=mode,
                                       expect=expect, kernel=kfn, kernel_config=dict(found.case.config)))
             result.counterexample.verdict.replay = result.saved
     if progress:

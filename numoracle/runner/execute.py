@@ -135,10 +135,10 @@ def _worker(conn, op_name: str, spec: str, backend: str) -> None:  # pragma: no 
     from .. import backends, operators
     from .kernels import resolve
     try:
-        backends.select(backend)
+        backend = backends.select(backend)
         op = operators.get(op_name)
         kernel, _ = resolve(op, spec)
-        device = backends.device(backend)
+        device = backend.device
     except Exception as exc:
         conn.send(("error", f"worker set-up failed: {type(exc).__name__}: {exc}"))
         return

@@ -19,7 +19,7 @@ def replay(path, *, kernel=None, backend=None) -> dict:
     c = load(path)
     op = operators.get(c.op)
     backend = backends.select(backend or ("gpu" if c.meta["backend"] == "gpu" else "interpreter"))
-    dev = backends.device(backend)
+    dev = backend.device
     inputs = tuple(t.to(dev) for t in c.inputs)
     params = dict(c.meta["params"])
     spec = c.kernel_spec
@@ -45,7 +45,7 @@ def replay(path, *, kernel=None, backend=None) -> dict:
     saved_cert = c.meta["certificate"]
     now_cert = verdicts["fixed"].certificate.to_dict()
     return {"path": str(c.path), "op": c.op, "kernel": spec, "kernel_ran": ran, "note": note,
-            "backend": backend,
+            "backend": backend.name,
             "statuses": {m: v.status for m, v in verdicts.items()},
             "saved_statuses": {m: c.meta["verdict"].get(m, {}).get("status") for m in verdicts},
             "reproduced": any(v.status == "reject" for v in verdicts.values()),
