@@ -7,6 +7,8 @@
 from . import formats as formats
 from .check import assert_accepted as assert_accepted
 from .check import check as check
+from .check import check_modes as check_modes
+from .check import evaluate as evaluate
 from .errors import InvalidArgument as InvalidArgument
 from .errors import NumoracleError as NumoracleError
 from .errors import OracleViolation as OracleViolation
@@ -27,7 +29,7 @@ from .verdict.verdict import Verdict as Verdict
 __version__ = "0.1.0"
 
 __all__ = [
-    "formats", "check", "assert_accepted", "Verdict", "reference", "Reference", "settings",
+    "formats", "check", "check_modes", "evaluate", "assert_accepted", "Verdict", "reference", "Reference", "settings",
     "NumoracleError", "InvalidArgument", "OracleViolation", "Uncertified", "TensorsChanged",
     "sum", "mean", "max", "min", "logsumexp", "matmul", "where", "maximum", "minimum", "clamp",
     "gather", "cat", "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh",

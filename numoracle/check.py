@@ -1,25 +1,63 @@
-"""``check``, ``check_modes`` and ``assert_accepted``: the public entry points of a verdict
-(docs/design.md §3).  A thin layer over the verdict core (``numoracle.verdict``): run the
-reference program under the error calculus on the kernel's inputs, build each output's
-acceptance region, judge the stored outputs; compiled when a signature repeats
-(``numoracle.verdict.compiled``).  ``check`` never raises on a bad kernel;
-``assert_accepted`` raises ``OracleViolation`` (and ``Uncertified``)."""
+"""The public entry points of a verdict (docs/design.md §3): ``check``, ``check_modes``,
+``assert_accepted``, and ``evaluate`` (the reference evaluated once, any number of
+candidate outputs judged against it).  A thin layer over the verdict core
+(``numoracle.verdict``): run the reference program under the error calculus on the
+kernel's inputs, build each output's acceptance region, judge the stored outputs;
+compiled when a signature repeats (``numoracle.verdict.compiled``).  Nothing here raises
+on a bad kernel but ``assert_accepted``, which raises ``OracleViolation`` (and
+``Uncertified``)."""
 
 from __future__ import annotations
 
-import dataclasses
-
-from . import config
-from . import backends
-from .certificates import Certificate
+from . import backends, config
 from .errors import InvalidArgument, OracleViolation, Uncertified
-from .oracles import quantizer as QZ
+from .oracles import quantizer as quantizer_oracle
 from .reference import Reference, reference
 from .verdict import compiled
-from .verdict.evaluation import NONFINITE_POLICIES, ReferenceRun, evaluate, outputs_list
-from .verdict.judgement import RegionJudgement, RegionTensors
+from .verdict import evaluation
 from .verdict.regions import MODES
 from .verdict.verdict import Verdict, verdicts
+
+
+def _program(program) -> Reference:
+    if isinstance(program, Reference):
+        return program
+    if callable(program):
+        return reference(program)
+    raise InvalidArgument(f"program must be a @no.reference function, got {program!r}.")
+
+
+def _options(settings, p, nonfinite):
+    """(settings, p, nonfinite) with the settings' defaults filled in, validated."""
+    s = config.resolve(settings)
+    p = s.p if p is None else config.settings(s, p=p).p
+    nonfinite = s.nonfinite if nonfinite is None else nonfinite
+    if nonfinite not in evaluation.NONFINITE_POLICIES:
+        raise InvalidArgument(f"nonfinite={nonfinite!r}: expected one of {evaluation.NONFINITE_POLICIES}.")
+    return s, p, nonfinite
+
+
+def _inputs(inputs) -> tuple:
+    return tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+
+
+def evaluate(program, inputs, params=None, *, backend="interpreter", profile=None, p=None, nonfinite=None,
+             settings=None) -> evaluation.Evaluation:
+    """The reference program evaluated once on ``inputs``: its regions, against which
+    ``.judge(outputs)`` (both modes) and ``.check(outputs, mode)`` judge any number of
+    candidate kernel outputs (a kernel and its mutants, several tolerances' candidates)
+    without running the calculus again.  Always eager."""
+    program = _program(program)
+    _, p, nonfinite = _options(settings, p, nonfinite)
+    inputs, params = _inputs(inputs), dict(params or {})
+    backend = backends.resolve(backend, profile=profile)
+    prof = backend.profile()
+    ev = evaluation.evaluate(program, inputs, params, prof, p, nonfinite)
+    ev.p = p
+    ev.assumptions = backend.assumptions()
+    ev.reference_run = evaluation.ReferenceRun(program=program, inputs=inputs, params=params, profile=prof,
+                                      nonfinite=nonfinite)
+    return ev
 
 
 def check(program, outputs, inputs, params=None, *, mode="statistical", backend="interpreter",
@@ -35,62 +73,34 @@ def check_modes(program, outputs, inputs, params=None, *, modes=MODES, backend="
                 p=None, profile=None, nonfinite=None, confirm=True, settings=None) -> dict:
     """``check`` in several modes from one run of the reference program (the regions are the
     same; only the radius used differs): mode -> Verdict."""
-    s = config.resolve(settings)
-    p = s.p if p is None else config.settings(s, p=p).p
-    nonfinite = s.nonfinite if nonfinite is None else nonfinite
+    s, p, nonfinite = _options(settings, p, nonfinite)
+    program = _program(program)
     modes = tuple(modes)
-    if not isinstance(program, Reference):
-        if callable(program):
-            program = reference(program)
-        else:
-            raise InvalidArgument(f"program must be a @no.reference function, got {program!r}.")
     for m in modes or (None,):
         if m not in MODES:
             raise InvalidArgument(f"mode={m!r}: expected 'statistical' or 'fixed' (fixed-input).")
-    if nonfinite not in NONFINITE_POLICIES:
-        raise InvalidArgument(f"nonfinite={nonfinite!r}: expected one of {NONFINITE_POLICIES}.")
-    if not isinstance(inputs, (tuple, list)):
-        inputs = (inputs,)
-    params = dict(params or {})
+    inputs, params = _inputs(inputs), dict(params or {})
     backend = backends.resolve(backend, profile=profile)
-    assumptions = backend.assumptions()
     prof = backend.profile()
-    kernel_outs = outputs_list(outputs)
-    rerun = ReferenceRun(program=program, inputs=tuple(inputs), params=params, profile=prof, nonfinite=nonfinite)
+    kernel_outs = evaluation.outputs_list(outputs)
 
     plan = compiled.plan_for(program, inputs, kernel_outs, params, prof, p, modes, nonfinite, s)
     if plan is not None and plan.ready:
         got = plan.run(inputs, kernel_outs)
         if got is not None:
             outs, cert, _ = got
+            assumptions = backend.assumptions()
             if plan.has_quantizer:
-                assumptions = _with_quantizer(assumptions)
+                assumptions = quantizer_oracle.with_assumptions(assumptions)
+            rerun = evaluation.ReferenceRun(program=program, inputs=inputs, params=params, profile=prof, nonfinite=nonfinite)
             return verdicts(program.name, modes, p, confirm, assumptions, outs, cert, rerun)
 
-    ev = evaluate(program, inputs, kernel_outs, params, prof, p, nonfinite)
-    quant = {}
-    if any(reg is None for reg in ev.regions):
-        quant = QZ.judge(ev.refs, ev.decoded, ev.names)
-        assumptions = _with_quantizer(assumptions)
-    outs = []
-    for j, reg in enumerate(ev.regions):
-        if reg is None:
-            outs.append(quant[j])
-            continue
-        tensors = RegionTensors(centre=reg.centre, fixed=reg.fixed, stat=reg.stat, taint=reg.taint)
-        y = ev.decoded[j]
-        outs.append(RegionJudgement(name=ev.names[j], fmt=reg.fmt, shape=reg.centre.shape, modes=modes,
-                                    device=reg.centre.device, kernel=lambda y=y: y, region=lambda t=tensors: t))
+    ev = evaluate(program, inputs, params, backend=backend, p=p, nonfinite=nonfinite, settings=s)
+    result = ev.judge(kernel_outs, modes, confirm)
     if plan is not None:
         plan.learn(ev.ctx.sites, ev.names, [r.fmt for r in ev.refs], [reg is None for reg in ev.regions],
                    ev.refs[0].c.device)
-    return verdicts(program.name, modes, p, confirm, assumptions, outs,
-                    Certificate(ev.ctx.sites, inputs=ev.policy), rerun)
-
-
-def _with_quantizer(assumptions):
-    return dataclasses.replace(assumptions,
-                               implementation=tuple(assumptions.implementation) + QZ.Q.ASSUMPTIONS)
+    return result
 
 
 def assert_accepted(program, outputs, inputs, params=None, *, uncertified="raise", **kw) -> Verdict:

@@ -28,6 +28,12 @@ def is_quant_output(r) -> bool:
     return isinstance(r, Q.QuantOutput)
 
 
+def with_assumptions(assumptions):
+    """A verdict's assumptions with the quantizer judgement's own added."""
+    import dataclasses
+    return dataclasses.replace(assumptions, implementation=tuple(assumptions.implementation) + Q.ASSUMPTIONS)
+
+
 def _num(x: float) -> str:
     return f"{x:.9g}"
 

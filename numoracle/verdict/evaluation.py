@@ -97,15 +97,49 @@ def run_reference(program, inputs, params, profile, condensed=True, nonfinite="e
 
 @dataclass(kw_only=True)
 class Evaluation:
-    """A reference program's run on one call's inputs, with the kernel's outputs decoded:
-    per output its name, decoded values and region (None for a quantizer's outputs, which
-    ``oracles.quantizer`` judges in two steps)."""
-    refs: list               # the program's outputs (tracked tensors or quantizer outputs)
+    """A reference program's run on one call's inputs: its outputs (tracked tensors or
+    quantizer outputs), their names and regions (None for a quantizer's outputs, which
+    ``oracles.quantizer`` judges in two steps, conditioned on the kernel's scales).  The
+    regions depend on the inputs alone: ``judge`` judges any number of kernel outputs
+    against one evaluation (``numoracle.evaluate`` makes one)."""
+    program: object
+    refs: list
     ctx: Context
     policy: object           # the input policy text; traced, a bool tensor (any non-finite input)
-    decoded: list            # the kernel's outputs, exact float64 on the reference's device
     names: list
     regions: list            # Region or None per output
+    p: float = 1e-6
+    assumptions: object = None
+    reference_run: object = None     # ReferenceRun: how to evaluate it again (the explanation)
+
+    def judge(self, outputs, modes=("statistical", "fixed"), confirm: bool = True) -> dict:
+        """mode -> Verdict of the kernel ``outputs`` (a tensor, a (raw bits, format) pair, or
+        a tuple of them in the program's order).  Never raises on a bad kernel."""
+        from .judgement import RegionJudgement, RegionTensors
+        from .verdict import verdicts
+        from ..certificates import Certificate
+        modes = tuple(modes)
+        decoded = decode_outputs(self, outputs_list(outputs))
+        assumptions = self.assumptions
+        quant = {}
+        if any(reg is None for reg in self.regions):
+            quant = QZ.judge(self.refs, decoded, self.names)
+            assumptions = QZ.with_assumptions(assumptions)
+        outs = []
+        for j, (reg, y) in enumerate(zip(self.regions, decoded)):
+            if reg is None:
+                outs.append(quant[j])
+                continue
+            tensors = RegionTensors(centre=reg.centre, fixed=reg.fixed, stat=reg.stat, taint=reg.taint)
+            outs.append(RegionJudgement(name=self.names[j], fmt=reg.fmt, shape=reg.centre.shape, modes=modes,
+                                        device=reg.centre.device, kernel=lambda y=y: y,
+                                        region=lambda t=tensors: t))
+        return verdicts(self.program.name, modes, self.p, confirm, assumptions, outs,
+                        Certificate(self.ctx.sites, inputs=self.policy), self.reference_run)
+
+    def check(self, outputs, mode: str = "statistical", confirm: bool = True):
+        """The Verdict of kernel ``outputs`` in one mode."""
+        return self.judge(outputs, (mode,), confirm)[mode]
 
 
 def output_names(program, n: int) -> list:
@@ -113,24 +147,30 @@ def output_names(program, n: int) -> list:
     return ["y"] if n == 1 else [f"out{j}" for j in range(n)]
 
 
-def evaluate(program, inputs, kernel_outs, params, prof, p, nonfinite, traced=False,
-             sanitise=True) -> Evaluation:
+def evaluate(program, inputs, params, prof, p, nonfinite, traced=False, sanitise=True) -> Evaluation:
     """Run the reference program and build each output's region."""
     refs, ctx, policy = run_reference(program, inputs, params, prof, nonfinite=nonfinite, traced=traced,
                                       sanitise=sanitise)
-    if len(kernel_outs) != len(refs):
-        raise InvalidArgument(
-            f"{program.name} returns {len(refs)} output(s) but {len(kernel_outs)} were given; pass "
-            f"outputs in the order the reference returns them.")
     for j, r in enumerate(refs):
         if not isinstance(r, Tracked) and not QZ.is_quant_output(r):
             raise InvalidArgument(f"{program.name} returned a {type(r).__name__} as output {j}; a reference "
                                   f"program must return tracked tensors derived from its inputs.")
     n_total = sum(r.c.numel() for r in refs)
-    names = output_names(program, len(refs))
-    decoded, regions = [], []
-    for j, (r, y) in enumerate(zip(refs, kernel_outs)):
-        name = names[j]
+    regions = [None if QZ.is_quant_output(r) else region_of(r, n_total, p) for r in refs]
+    return Evaluation(program=program, refs=refs, ctx=ctx, policy=policy,
+                      names=output_names(program, len(refs)), regions=regions)
+
+
+def decode_outputs(ev: Evaluation, kernel_outs) -> list:
+    """The kernel's outputs as exact float64 values on the reference's device, after
+    checking that they are the outputs the program produces (count, format, shape)."""
+    program, refs = ev.program, ev.refs
+    if len(kernel_outs) != len(refs):
+        raise InvalidArgument(
+            f"{program.name} returns {len(refs)} output(s) but {len(kernel_outs)} were given; pass "
+            f"outputs in the order the reference returns them.")
+    decoded = []
+    for name, r, y in zip(ev.names, refs, kernel_outs):
         fmt = r.fmt
         if isinstance(y, tuple) and len(y) == 2 and isinstance(y[1], F.Format):
             y, yfmt = y
@@ -150,8 +190,7 @@ def evaluate(program, inputs, kernel_outs, params, prof, p, nonfinite, traced=Fa
         if yv.device != r.c.device:
             yv = yv.to(r.c.device)
         decoded.append(yv)
-        regions.append(None if QZ.is_quant_output(r) else region_of(r, n_total, p))
-    return Evaluation(refs=refs, ctx=ctx, policy=policy, decoded=decoded, names=names, regions=regions)
+    return decoded
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,4 +210,4 @@ class ReferenceRun:
 
 
 __all__ = ["NONFINITE_POLICIES", "NONFINITE_POLICY_TEXT", "Evaluation", "ReferenceRun", "Region",
-           "as_input", "evaluate", "output_names", "outputs_list", "run_reference"]
+           "as_input", "decode_outputs", "evaluate", "output_names", "outputs_list", "run_reference"]

@@ -14,7 +14,7 @@ import torch
 from ... import formats as F
 from ...certificates import Certificate
 from ...oracles import quantizer as QZ
-from ..evaluation import NONFINITE_POLICY_TEXT, evaluate
+from ..evaluation import NONFINITE_POLICY_TEXT, decode_outputs, evaluate
 from ..judgement import OutputJudgement, RegionJudgement, RegionTensors, judge_masks
 from . import graphs, holding
 from .compare import check_sites, compare
@@ -188,11 +188,11 @@ class Plan:
 
         def numoracle_verdict(*tensors):
             args = [t if kind == "tensor" else (t, fmt) for (kind, fmt), t in zip(structs, tensors)]
-            ev = evaluate(program, args[:n_in], args[n_in:], params, prof, p, nonfinite, traced=True,
-                          sanitise=sanitise)
-            quant = QZ.judge_tensors(ev.refs, ev.decoded) if any(reg is None for reg in ev.regions) else {}
+            ev = evaluate(program, args[:n_in], params, prof, p, nonfinite, traced=True, sanitise=sanitise)
+            decoded = decode_outputs(ev, args[n_in:])
+            quant = QZ.judge_tensors(ev.refs, decoded) if any(reg is None for reg in ev.regions) else {}
             outs, flags = [], []
-            for j, (reg, y) in enumerate(zip(ev.regions, ev.decoded)):
+            for j, (reg, y) in enumerate(zip(ev.regions, decoded)):
                 if reg is None:             # a quantizer output: its two-step judgement, in every mode
                     centre, lo, hi, qlo, qhi, rejected, unc = quant[j]
                     outs.append((centre, lo, hi, qlo, qhi, rejected, unc))
@@ -374,8 +374,8 @@ class Plan:
             if not done:
                 if guard is not None:
                     guard()
-                ev = evaluate(self.program, inputs, outputs, self.params, self.prof, self.p, self.nonfinite)
-                quant = QZ.judge(ev.refs, ev.decoded, ev.names) if self.has_quantizer else {}
+                ev = evaluate(self.program, inputs, self.params, self.prof, self.p, self.nonfinite)
+                quant = QZ.judge(ev.refs, decode_outputs(ev, outputs), ev.names) if self.has_quantizer else {}
                 done.append((ev.ctx.sites, quant))
             return done[0]
         return get
