@@ -88,7 +88,7 @@ def setup(op_name: str, n: int, device: str):
         from numoracle.operators.ops_vllm import torch_group_quant
         outs = torch_group_quant(inputs[0], **params)
     else:
-        from numoracle.emulator import Plan, emulate
+        from numoracle.selftest.emulator import Plan, emulate
         outs = emulate(op.reference, inputs, params, Plan(seed=1))
     return op, inputs, params, outs
 

@@ -15,10 +15,10 @@ from .errors import InvalidArgument, NumoracleError
 # add_arguments(parser) and run(args) -> exit code.  Kept light to import.
 SUBCOMMANDS = {
     "calibrate": ("numoracle.mathlib.calibrate", "measure math-library errors and write a profile"),
-    "mutate": ("numoracle.mutation.cli", "mutation testing of an operator's kernels against every oracle"),
-    "stress-tolerances": ("numoracle.stress", "search (atol, rtol) configurations for false alarms and misses"),
-    "campaign": ("numoracle.campaign", "the paper's evaluation on one backend (resumable; --quick for CI)"),
-    "report": ("numoracle.campaign.report", "HTML and Markdown report of a campaign directory"),
+    "mutate": ("numoracle.studies.mutation.cli", "mutation testing of an operator's kernels against every oracle"),
+    "stress-tolerances": ("numoracle.studies.stress", "search (atol, rtol) configurations for false alarms and misses"),
+    "campaign": ("numoracle.studies.campaign", "the paper's evaluation on one backend (resumable; --quick for CI)"),
+    "report": ("numoracle.studies.campaign.report", "HTML and Markdown report of a campaign directory"),
 }
 
 STATUS_COLUMNS = ("cases", "accept", "reject", "statistical_only", "uncertified", "error", "nan", "timeout")
@@ -79,9 +79,9 @@ def _run(args, *, command: str) -> int:
     if args.examples is not None and args.examples < 0:
         raise InvalidArgument(f"--examples {args.examples}: expected a count >= 0.")
     if command == "fuzz":
-        from .executor import wants_executor
+        from .studies.executors import wants_executor
         if wants_executor(args):
-            from .executor.fuzz import run_from_cli
+            from .studies.executors.fuzz import run_from_cli
             return run_from_cli(args, op=op, groups=groups, formats=fmts, seconds=seconds)
     if command == "check":
         examples = 12 if args.examples is None else args.examples
@@ -219,7 +219,7 @@ def _add_run_arguments(p, *, command: str) -> None:
     if command == "fuzz":
         p.add_argument("--database", default=".numoracle/hypothesis",
                        help="Hypothesis example database directory (resumes long runs); 'none' to disable")
-        from .executor import add_arguments as executor_arguments
+        from .studies.executors import add_arguments as executor_arguments
         executor_arguments(p)
         p.add_argument("--units", type=int, default=None,
                        help="with --executor dask or --workers: Hypothesis searches per input group (seeds --seed.., "

@@ -17,7 +17,7 @@ import time
 import torch
 
 from numoracle import backends, operators
-from numoracle.campaign import correct
+from numoracle.studies.campaign import correct
 
 
 def _unit(args):

@@ -16,7 +16,7 @@ import torch
 
 from numoracle import backends, operators
 from numoracle import formats as F
-from numoracle.campaign import correct as C
+from numoracle.studies.campaign import correct as C
 from numoracle.check import check_modes
 from numoracle.oracles.baselines import Upstream
 

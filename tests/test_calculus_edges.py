@@ -186,7 +186,7 @@ def test_a_runtime_argument_must_be_a_float_tensor():
 def test_the_emulator_divides_by_a_power_of_two_argument_exactly():
     """The emulator's correct kernel takes the calculus's model: a power-of-two divisor only
     scales, even when its math errors are at their extreme."""
-    from numoracle.emulator import Plan, emulate
+    from numoracle.selftest.emulator import Plan, emulate
     x = torch.randn(4096, generator=torch.Generator().manual_seed(3)).to(torch.float32)
     for n in (64, 2 ** 20):
         for prog in (divide_by_number, divide_by_argument):

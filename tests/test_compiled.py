@@ -13,7 +13,7 @@ import numoracle as no
 from numoracle import formats as F
 from numoracle import operators
 from numoracle.check import check, check_modes
-from numoracle.emulator import Plan, emulate
+from numoracle.selftest.emulator import Plan, emulate
 from numoracle.errors import InvalidArgument, TensorsChanged
 from numoracle.operators.ops_vllm import torch_group_quant
 from numoracle.verdict import compiled

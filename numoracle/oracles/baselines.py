@@ -367,7 +367,7 @@ def low_precision_outputs(obs: Observed) -> list:
         except TypeError:
             outs = None               # a parameter the plain function does not take
     if outs is None:
-        from ..emulator import Plan, emulate
+        from ..selftest.emulator import Plan, emulate
         if obs.reference is None:
             raise InvalidArgument(f"flash2x needs the reference program of {obs.op} (no plain "
                                   f"PyTorch function is listed for it in LOW_PRECISION).")

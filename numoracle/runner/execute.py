@@ -17,6 +17,9 @@ import multiprocessing as mp
 import signal
 import threading
 import time
+import traceback
+import warnings
+from dataclasses import dataclass
 
 import torch
 
@@ -78,6 +81,43 @@ def _timed_out(exc: BaseException) -> bool:
     return False
 
 
+@dataclass
+class Execution:
+    """One kernel call: its outputs (as the kernel returned them), or why there are none."""
+    status: str                  # "ok" | "error" | "timeout"
+    outputs: object = None
+    error: str = ""              # "ExceptionType: message"
+    error_type: str = ""         # the exception's class name
+    traceback: str = ""          # the end of its traceback
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def execute(kernel, inputs, params, config=(), *, timeout=None, device="cpu", isolated=None) -> Execution:
+    """Run ``kernel`` on clones of ``inputs``: its outputs, or its failure as an outcome (a
+    kernel's exception, its hang past ``timeout`` seconds); never raises for the kernel."""
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings():        # a broken kernel's overflow warnings on the interpreter
+            warnings.simplefilter("ignore", RuntimeWarning)
+            outs = call_kernel(kernel, inputs, params, dict(config), timeout=timeout, device=device,
+                               isolated=isolated)
+    except KernelTimeout as exc:
+        return Execution("timeout", error=str(exc), seconds=time.perf_counter() - t0)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # the kernel's own failure is an outcome
+        if _timed_out(exc):
+            return Execution("timeout", error=f"no return within {timeout or 0:g} s",
+                             seconds=time.perf_counter() - t0)
+        return Execution("error", error=f"{type(exc).__name__}: {exc}"[:500], error_type=type(exc).__name__,
+                         traceback=traceback.format_exc()[-1500:], seconds=time.perf_counter() - t0)
+    return Execution("ok", outs, seconds=time.perf_counter() - t0)
+
+
 def _has_special_reject(v) -> bool:
     return any(bool((o.special & o.rejected).any()) for o in v.outputs)
 
@@ -91,20 +131,11 @@ def judge(op, kernel, inputs, params, config=(), *, backend="interpreter", mode=
     """Run ``kernel`` on ``inputs`` and judge its outputs against ``op.reference``."""
     from ..check import check
     t0 = time.perf_counter()
-    config = dict(config)
-    try:
-        outs = call_kernel(kernel, inputs, params, config, timeout=timeout, device=device, isolated=isolated)
-    except KernelTimeout as exc:
-        return Outcome("timeout", case, error=str(exc), seconds=time.perf_counter() - t0,
-                       inputs=inputs, params=params)
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:  # the kernel's own failure is an outcome
-        if _timed_out(exc):
-            return Outcome("timeout", case, error=f"no return within {timeout:g} s", seconds=time.perf_counter() - t0,
-                           inputs=inputs, params=params)
-        return Outcome("error", case, error=f"{type(exc).__name__}: {exc}"[:500],
-                       seconds=time.perf_counter() - t0, inputs=inputs, params=params)
+    ran = execute(kernel, inputs, params, config, timeout=timeout, device=device, isolated=isolated)
+    if not ran.ok:
+        return Outcome(ran.status, case, error=ran.error, seconds=time.perf_counter() - t0, inputs=inputs,
+                       params=params)
+    outs = ran.outputs
     try:
         v = check(op.reference, outs, inputs, params, mode=mode, backend=backend)
     except (InvalidArgument, NumoracleError) as exc:   # wrong number/shape/dtype of outputs

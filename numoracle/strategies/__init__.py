@@ -13,6 +13,8 @@ from .cases import SPECIALS as SPECIALS
 from .cases import Case as Case
 from .cases import cases as cases
 from .cases import explicit_cases as explicit_cases
+from .cases import group_cases as group_cases
+from .cases import sweep_cases as sweep_cases
 from .elements import bits as bits
 from .elements import floats as floats
 from .elements import values as values
@@ -22,5 +24,5 @@ from ..families import Group as Group
 from ..families import fill as fill
 from ..families import group as group
 
-__all__ = ["Case", "cases", "explicit_cases", "SPECIALS", "floats", "bits", "values",
+__all__ = ["Case", "cases", "explicit_cases", "group_cases", "sweep_cases", "SPECIALS", "floats", "bits", "values",
            "FAMILIES", "GROUPS", "Group", "fill", "group"]

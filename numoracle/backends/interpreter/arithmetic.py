@@ -8,7 +8,7 @@ import numpy as np
 
 from ._state import STATE as state
 from ._state import language, runtime
-from .casts import decode, encode, fmt_name
+from .codecs import decode, encode, fmt_name
 from .dot import install_dot_hook
 from .reductions import install_reduce_hooks
 from .rounding import round_fma

@@ -1,60 +1,16 @@
-"""Casts: the repairs of defects ``bf16_casts``, ``fp16_casts`` and ``fp8_casts``, and the
-codecs between the interpreter's stored data and the values of a format, which the
-arithmetic, reduction and dot hooks share."""
+"""Casts: the repairs of defects ``bf16_casts``, ``fp16_casts`` and ``fp8_casts`` (with
+``tl.dot``'s operands, which go through the same conversions)."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
 from ._state import STATE as state
 from ._state import language, runtime
-from .rounding import (bf16_bits_to_f32, fp8_bits_to_f32, rne_bf16_bits, rne_fp16, rne_fp8_bits,
-                       rtz_bf16_bits, rtz_fp16)
-
-
-def fmt_name(ty) -> Optional[str]:
-    tl = language()
-    if ty == tl.bfloat16:
-        return "bf16"
-    if ty == tl.float16:
-        return "fp16"
-    if ty == tl.float8e4nv:
-        return "e4m3"
-    if ty == tl.float8e5:
-        return "e5m2"
-    return None
-
-
-def decode(data: np.ndarray, ty) -> np.ndarray:
-    """The values a handle's data encodes: float32 for bf16/fp16/fp8, else the
-    numpy data itself (float32/64, ints, bool)."""
-    name = fmt_name(ty)
-    if name == "bf16":
-        return bf16_bits_to_f32(data)
-    if name in ("e4m3", "e5m2"):
-        return fp8_bits_to_f32(data, name)
-    if name == "fp16":
-        return np.asarray(data).astype(np.float32)
-    return np.asarray(data)
-
-
-def encode(values: np.ndarray, ty, toward_zero: bool = False) -> np.ndarray:
-    """Round values to format ``ty`` as the GPU would; returns the numpy data
-    the interpreter stores for ``ty`` (uint16 for bf16, uint8 for fp8)."""
-    name = fmt_name(ty)
-    if name == "bf16":
-        return rtz_bf16_bits(values) if toward_zero else rne_bf16_bits(values)
-    if name == "fp16":
-        return rtz_fp16(values) if toward_zero else rne_fp16(values)
-    if name in ("e4m3", "e5m2"):
-        return rne_fp8_bits(values, name, saturate=True, toward_zero=toward_zero)
-    raise TypeError(f"no encoder for {ty}")  # pragma: no cover
-
-
-def _is_fp_type(ty) -> bool:
-    return bool(getattr(ty, "is_floating", lambda: False)())
+from .codecs import decode, encode, fmt_name, is_fp_type
+from .dot import install_dot_hook
 
 
 def _convert(builder, orig_cast, src, dst_ty, rounding) -> Any:
@@ -71,7 +27,7 @@ def _convert(builder, orig_cast, src, dst_ty, rounding) -> Any:
         return rt.TensorHandle(src.data.copy(), dst_ty)
     src_name, dst_name = fmt_name(src_ty), fmt_name(dst_ty)
     known = (tl.float32, tl.float64, tl.float16, tl.bfloat16, tl.float8e4nv, tl.float8e5)
-    if (_is_fp_type(src_ty) and src_ty not in known) or (_is_fp_type(dst_ty) and dst_ty not in known):
+    if (is_fp_type(src_ty) and src_ty not in known) or (is_fp_type(dst_ty) and dst_ty not in known):
         return None
     if np.asarray(src.data).dtype != rt._get_np_dtype(src_ty):
         # a handle whose data is not stored as its type says (upstream gives
@@ -116,7 +72,6 @@ def install_cast_hooks() -> None:
     create_fp_to_fp.__doc__ = cast_impl.__doc__
     state.patcher.set(B, "cast_impl", cast_impl)
     state.patcher.set(B, "create_fp_to_fp", create_fp_to_fp)
-    from .dot import install_dot_hook
     install_dot_hook()
     state.hooks.add("casts")
 

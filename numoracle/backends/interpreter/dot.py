@@ -7,7 +7,7 @@ import numpy as np
 
 from ._state import STATE as state
 from ._state import language, runtime
-from .casts import decode, encode
+from .codecs import decode, encode
 
 
 def install_dot_hook() -> None:

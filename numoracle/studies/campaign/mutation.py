@@ -1,5 +1,5 @@
 """The campaign's mutation stage: every operator's mutation campaign
-(``numoracle.mutation.run_campaign``), each in its own process (a mutant that
+(``numoracle.studies.mutation.run_campaign``), each in its own process (a mutant that
 writes out of bounds can corrupt the interpreter's heap or a CUDA context: only
 its operator is lost), then the totals across operators - kills and false
 alarms per oracle, the kill matrix, the tuned-tolerance frontier over the
@@ -96,7 +96,7 @@ def run_operator(name: str, *, backend: str, per_group: int, max_mutants: int, s
     """One operator's campaign in a child process: (result dict, failure text)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "op.json")
-        cmd = [sys.executable, "-m", "numoracle.campaign.mutation", name, out, backend, str(per_group),
+        cmd = [sys.executable, "-m", "numoracle.studies.campaign.mutation", name, out, backend, str(per_group),
                str(max_mutants), str(seconds), dtype]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0 or not os.path.exists(out):
@@ -105,38 +105,66 @@ def run_operator(name: str, *, backend: str, per_group: int, max_mutants: int, s
             return json.load(fh), None
 
 
-def run(names, per_group: int, backend: str, dev: str, out_dir, log=print, max_mutants: int = 40,
-        time_budget: float = 3600.0):
-    """The stage: returns (mutation summary, frontier) and leaves per-operator JSON in out_dir."""
+def run(names, per_group: int, backend: str, out_dir, log=print, max_mutants: int = 40,
+        time_budget: float = 3600.0, on_operator=None):
+    """The stage: returns (mutation summary, frontier).  Each operator's result (or why it
+    failed) is written to ``out_dir/<operator>.json`` when it ends and ``on_operator(name)``
+    is called; an operator already there (a resumed campaign) is not run again.  The time
+    budget is this run's, shared by the operators still to run."""
     t0 = time.time()
     results, failures = [], {}
-    for i, name in enumerate(names):
+    out = None if out_dir is None else os.fspath(out_dir)
+    if out is not None:
+        os.makedirs(out, exist_ok=True)
+    todo = []
+    for name in names:
+        path = None if out is None else os.path.join(out, f"{name}.json")
+        if path is not None and os.path.exists(path):
+            with open(path, encoding="utf-8") as fh:
+                saved = json.load(fh)
+            if "failure" in saved:
+                failures[name] = saved["failure"]
+            else:
+                results.append(saved)
+            continue
+        todo.append((name, path))
+    for i, (name, path) in enumerate(todo):
         left = time_budget - (time.time() - t0)
         if left <= 0:
-            failures[name] = "not run: time budget spent"
+            failures[name] = "not run: time budget spent"     # not written: a resumed run runs it
             continue
         d, why = run_operator(name, backend=backend, per_group=per_group, max_mutants=max_mutants,
-                              seconds=left / (len(names) - i))
+                              seconds=left / (len(todo) - i))
         if d is None:
             failures[name] = why
             log(f"[mutation] {name}: FAILED {why}")
-            continue
-        results.append(d)
-        st = d["counts"]
-        log(f"[mutation] {name}: {st['effective']} effective, {st['equivalent']} equivalent, kills "
-            + " ".join(f"{o}={k}" for o, k in st["kills"].items()) + f" ({d['seconds']}s)")
-    if out_dir is not None:
-        with open(os.path.join(out_dir, "mutation_operators.json"), "w", encoding="utf-8") as fh:
-            json.dump(results, fh)
+        else:
+            results.append(d)
+            st = d["counts"]
+            log(f"[mutation] {name}: {st['effective']} effective, {st['equivalent']} equivalent, kills "
+                + " ".join(f"{o}={k}" for o, k in st["kills"].items()) + f" ({d['seconds']}s)")
+        if path is not None:
+            _write(path, d if d is not None else {"op": name, "failure": why})
+        if on_operator is not None:
+            on_operator(name)
+    order = {n: k for k, n in enumerate(names)}
+    results.sort(key=lambda r: order.get(r["op"], len(order)))
     summary = totals(results) if results else {}
     summary["failures"] = failures
     summary["tuned_shift"] = tuned_shift(results)
     return summary, global_frontier(results)
 
 
+def _write(path: str, data) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+    os.replace(tmp, path)
+
+
 def _child(argv) -> int:
     name, out, backend, per_group, max_mutants, seconds, dtype = argv
-    from ..backends import select
+    from ...backends import select
     from ..mutation import run_campaign
     backend = select(backend).name
     c = run_campaign(name, backend=backend, dtype=dtype, per_group=int(per_group), max_mutants=int(max_mutants),

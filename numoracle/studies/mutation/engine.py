@@ -1,7 +1,7 @@
 """Mutation campaigns: mutants of an operator's kernels, run over the same cases
 as its correct kernel and variants, judged by numoracle and every baseline.
 
-* Mutants are made by :mod:`numoracle.mutation.mutators` from the source of each
+* Mutants are made by :mod:`numoracle.studies.mutation.mutators` from the source of each
   kernel module of the operator; a mutant is compiled by exec'ing the mutated
   module source (our own package code) in a fresh module namespace, and called
   through the same wrapper function as the kernel it mutates.
@@ -29,8 +29,10 @@ import time
 import types
 from dataclasses import dataclass, field
 
-from .. import campaign_runs as CR
-from .. import operators
+from .. import runs as CR
+from ...families import GROUPS
+from ...strategies import group_cases
+from ... import operators
 from .mutators import MUTATORS, Site, apply_site, enumerate_sites, jit_functions
 
 ORACLE_ORDER = ("numoracle", "assert_close", "upstream", "tuned", "ulp2", "flash2x")
@@ -66,7 +68,7 @@ def load_source(modname: str, source: str, tag: str = "") -> types.ModuleType:
 
 
 def _wrapper(module, fn_name: str, pick):
-    from ..operators import pick_outputs
+    from ...operators import pick_outputs
     return pick_outputs(getattr(module, fn_name), pick[0] if pick else None)
 
 
@@ -111,9 +113,10 @@ def reached_functions(op, spec_name: str, case, backend="interpreter") -> set:
             return _orig(self, grid)
         t.__getitem__ = rec
     try:
-        from ..backends import resolve
-        inputs, params = case.build(op, resolve(backend).device)
-        CR.execute(_wrapper(m, fn, pick), inputs, params)
+        from ...backends import resolve
+        from ...runner.execute import execute
+        inputs, params = case.materialize(resolve(backend).device, op)
+        execute(_wrapper(m, fn, pick), inputs, params)
     finally:
         for t, orig in patched.items():
             t.__getitem__ = orig
@@ -355,7 +358,7 @@ def run_campaign(op_name, *, backend="interpreter", dtype="bf16", groups=None, p
                  cols=96, seed=0, max_mutants=None, kinds=None, k_ulp=2.0, n_cal=8, progress=None,
                  deadline=None) -> Campaign:
     """The mutation campaign of one operator (module docstring)."""
-    from ..backends import select
+    from ...backends import select
     backend = select(backend).name
     t0 = time.time()
     op = operators.get(op_name)
@@ -363,17 +366,22 @@ def run_campaign(op_name, *, backend="interpreter", dtype="bf16", groups=None, p
                                k_ulp=k_ulp)
     oracles = ["numoracle"] + [b.name for b in baselines]
     tuned = next(b for b in baselines if b.name == "tuned").to_dict()
-    cases = CR.make_cases(op, groups, per_group, dtype, rows, cols, seed)
-    correct = CR.run_kernel(op, op.kernels["correct"], "correct", cases, baselines, backend=backend)
+    cases = group_cases(op, groups, per_group, dtype, rows, cols, seed)
+    # one evaluation of the reference per case, shared by every kernel, variant and mutant
+    evaluations: dict = {}
+    correct = CR.run_kernel(op, op.kernels["correct"], "correct", cases, baselines, backend=backend,
+                            evaluations=evaluations)
     invalid = [r.case.to_dict() | {"error": r.error} for r in correct if r.outcome == "crash"]
     cases = [r.case for r in correct if r.outcome != "crash"]
     kernel_runs = {"correct": [r for r in correct if r.outcome != "crash"]}
     for spec in op.kernel_specs:
         if spec != "correct":
-            kernel_runs[spec] = CR.run_kernel(op, op.kernels[spec], spec, cases, baselines, backend=backend)
+            kernel_runs[spec] = CR.run_kernel(op, op.kernels[spec], spec, cases, baselines, backend=backend,
+                                              evaluations=evaluations)
     faulty_runs = {}
     for name in op.faulty:
-        faulty_runs[name] = CR.run_kernel(op, op.faulty_kernel(name), name, cases, baselines, backend=backend)
+        faulty_runs[name] = CR.run_kernel(op, op.faulty_kernel(name), name, cases, baselines, backend=backend,
+                                          evaluations=evaluations)
     if progress:
         progress(f"{op_name}: {len(cases)} cases, {len(op.kernel_specs)} kernels, {len(op.faulty)} faulty "
                  f"({time.time() - t0:.0f}s)")
@@ -396,7 +404,8 @@ def run_campaign(op_name, *, backend="interpreter", dtype="bf16", groups=None, p
             m.status, m.error = "load_error", repr(exc)[:300]
             continue
         def go(kern=kern, base=base, reuse=reuse, mid=m.id):
-            return CR.run_kernel(op, kern, mid, [r.case for r in base], baselines, backend=backend, reuse=reuse)
+            return CR.run_kernel(op, kern, mid, [r.case for r in base], baselines, backend=backend, reuse=reuse,
+                                 evaluations=evaluations)
         if site.kind in MEMORY_UNSAFE and backend == "interpreter" and hasattr(os, "fork"):
             how, runs = _isolated(go, timeout=max(30.0, 10.0 * len(base)))
             if how != "ok":
@@ -425,7 +434,7 @@ def run_campaign(op_name, *, backend="interpreter", dtype="bf16", groups=None, p
         if progress:
             progress(f"  {m.id} {site.kind:24s} {m.status:10s} "
                      + " ".join(o for o in oracles if m.killed.get(o)))
-    return Campaign(op_name, backend, dtype, list(groups or CR.GROUPS), cases, oracles, tuned, kernel_runs,
+    return Campaign(op_name, backend, dtype, list(groups or GROUPS), cases, oracles, tuned, kernel_runs,
                     faulty_runs, mutants, invalid, seconds=time.time() - t0)
 
 

@@ -32,7 +32,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from ..errors import InvalidArgument, NumoracleError
+from ...errors import InvalidArgument, NumoracleError
 
 EXECUTORS = ("local", "dask")
 
@@ -95,7 +95,7 @@ def prepare_worker(backend: str, device: str | None = None) -> str:
     elif os.environ.get("TRITON_INTERPRET") == "1":
         raise InvalidArgument("backend='gpu' in a worker whose environment sets TRITON_INTERPRET=1; start the "
                               "worker without it.")
-    from .. import backends
+    from ... import backends
     return backends.select(backend).name
 
 
@@ -302,7 +302,7 @@ def _map_dask(units, fn, scheduler, workers, backend, retries, info, client, clu
             if ws and not any(w.get("resources", {}).get("GPU") for w in ws.values()):
                 raise InvalidArgument(f"backend='gpu' on scheduler {info['scheduler']}: none of its {len(ws)} "
                                       f"workers has the resource GPU; start one worker per GPU with "
-                                      f"`python -m numoracle.executor workers {info['scheduler']}` (or "
+                                      f"`python -m numoracle.studies.executors workers {info['scheduler']}` (or "
                                       f"`dask worker ADDRESS --nthreads 1 --resources GPU=1` with "
                                       f"CUDA_VISIBLE_DEVICES set).")
         print(f"numoracle: dask scheduler {info['scheduler']}, {len(ws)} worker(s), dashboard "

@@ -13,9 +13,9 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-import torch
 
-from ..check import check, check_modes
+from ...check import check, check_modes
+from ...runner.execute import execute
 from . import correct as C
 
 
@@ -68,7 +68,7 @@ PAIRS = (
 
 def available(pairs=PAIRS):
     """The pairs whose operator and faulty kernel are registered, and the reasons for the others."""
-    from .. import operators
+    from ... import operators
     ok, missing = [], []
     for p in pairs:
         if p.operator not in operators.REGISTRY:
@@ -82,15 +82,15 @@ def available(pairs=PAIRS):
 
 
 def _run(kernel, inputs, params, dev):
-    outs = kernel(*[t.clone() if isinstance(t, torch.Tensor) else t for t in inputs], **params)
-    if dev == "cuda":
-        torch.cuda.synchronize()
-    return outs
+    ran = execute(kernel, inputs, params, device=dev)
+    if not ran.ok:
+        raise RuntimeError(ran.traceback or ran.error)
+    return ran.outputs
 
 
 def replay(p: Pair, n_cases: int, backend: str, dev: str, baselines=None) -> dict:
     """Run the faulty and the control kernel of one pair over the same cases."""
-    from .. import operators
+    from ... import operators
     op = operators.get(p.operator)
     faulty = op.faulty_kernel(p.faulty)
     control = op.kernels[p.control]
@@ -100,11 +100,11 @@ def replay(p: Pair, n_cases: int, backend: str, dev: str, baselines=None) -> dic
            "faulty_statistical_only": 0, "control_rejections": 0, "exposed_by": [], "errors": 0,
            "first_counterexample": None, "baselines": {}, "baseline_control_false_alarms": {}}
     exposed: dict[str, int] = {}
-    for seed, group, fmt, (rows, cols), drawn in C.cases(op, n_cases):
+    for case in C.cases(op, n_cases):
+        seed, group, fmt, rows, cols = case.seed, case.group, case.fmt, case.rows, case.cols
         try:
-            inputs, params = op.example(seed, dtype=C.DT[fmt], family=group, rows=rows, cols=cols)
-            params = {**drawn, **params, **p.params}
-            inputs = tuple(t.to(dev) if isinstance(t, torch.Tensor) else t for t in inputs)
+            inputs, params = case.materialize(dev, op)
+            params = {**params, **p.params}
             yf = _run(faulty, inputs, params, dev)
             yc = _run(control, inputs, params, dev)
             res["cases"] += 1
@@ -138,17 +138,25 @@ def replay(p: Pair, n_cases: int, backend: str, dev: str, baselines=None) -> dic
     return res
 
 
-def run(n_cases: int, backend: str, dev: str, baselines=None, log=print) -> list[dict]:
+def run(n_cases: int, backend, dev: str, baselines=None, log=print, done=None, on_pair=None) -> list[dict]:
+    """Every pair's replay, in order; ``done`` (pair number -> result) are those a resumed
+    campaign has already, and ``on_pair(result)`` is called as each new one ends."""
     ok, missing = available()
     why = {id(q): reason for q, reason in missing}
+    done = done or {}
     out = []
     for p in PAIRS:
+        if p.pair in done:
+            out.append(done[p.pair])
+            continue
         if id(p) not in why:
             r = replay(p, n_cases, backend, dev, baselines)
         else:
             r = {"pair": p.pair, "source": p.source, "title": p.title, "operator": p.operator, "faulty": p.faulty,
                  "skipped": why[id(p)], "faulty_rejected": False, "passed": False}
         out.append(r)
+        if on_pair is not None:
+            on_pair(r)
         if log:
             if "skipped" in r:
                 log(f"pair {p.pair:2d} {p.operator}/{p.faulty}: skipped ({r['skipped']})")

@@ -14,7 +14,7 @@ import math
 import os
 from pathlib import Path
 
-from ..errors import InvalidArgument
+from ...errors import InvalidArgument
 
 MODES = ("statistical", "fixed")
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import formats as F
-from .calculus.tracked import LOG2E, _fmt_arg, _subset, promote
-from .errors import InvalidArgument
-from .mathlib import MathProfile
-from .mathlib import load as load_profile
+from .. import formats as F
+from ..calculus.tracked import LOG2E, _fmt_arg, _subset, promote
+from ..errors import InvalidArgument
+from ..mathlib import MathProfile
+from ..mathlib import load as load_profile
 
 Tensor = torch.Tensor
 
@@ -332,7 +332,7 @@ def matmul(a: Emulated, b: Emulated, acc=None, order="any"):
 def emulate(program, inputs, params=None, plan: Plan | None = None):
     """Run ``program`` on ``inputs`` (torch tensors) as one concrete kernel would;
     returns the outputs as torch tensors in their storage formats."""
-    from .verdict.evaluation import as_input as _as_input, outputs_list as _outputs_tuple
+    from ..verdict.evaluation import as_input as _as_input, outputs_list as _outputs_tuple
     plan = plan or Plan()
     args = []
     for i, x in enumerate(inputs):
@@ -353,7 +353,7 @@ def emulate(program, inputs, params=None, plan: Plan | None = None):
 def _register() -> None:
     import sys
 
-    from .reference import register_arithmetic
+    from ..reference import register_arithmetic
     register_arithmetic(Emulated, sys.modules[__name__])
 
 

@@ -8,7 +8,7 @@ distributed, results streamed back and merged once per unit id.
   correct stage on an executor, the same ``data["correct"]`` as the serial one;
 - ``fuzz.fuzz_units`` / ``fuzz.run_fuzz``: the runner over seed ranges of
   input groups, corpus cases written on the client;
-- ``python -m numoracle.executor campaign|fuzz|workers``: the same from the
+- ``python -m numoracle.studies.executors campaign|fuzz|workers``: the same from the
   shell (``workers`` starts one pinned Dask worker per GPU of this host).
 """
 from .core import EXECUTORS as EXECUTORS

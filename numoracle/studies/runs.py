@@ -1,29 +1,27 @@
-"""Minimal campaign runs for the baseline, stress and mutation studies: run a
-kernel over cases drawn from the named input groups, keep the outputs, and
-judge each run with numoracle and every baseline *on the same outputs*.
+"""Kernel runs for the baseline, stress and mutation studies: a kernel over cases
+(``numoracle.strategies`` draws them), each run once (``runner.execute``) and judged by
+numoracle and every baseline *on the same outputs*, against one evaluation of the
+reference per case (``numoracle.evaluate``), which every kernel and mutant run on that
+case shares.
 
-This is deliberately small (no shrinking, no corpus); the fuzzing runner lives
-in ``numoracle.runner``.  A kernel exception or a non-finite output where the
-reference is finite is a recorded outcome, never the end of a campaign.
+No shrinking, no corpus (the fuzzing runner has those).  A kernel exception or a
+non-finite output where the reference is finite is a recorded outcome, never the end
+of a study.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-import traceback
-import warnings
 from dataclasses import dataclass, field
 
 import torch
 
-from .check import check
-from .errors import InvalidArgument
-from .oracles.baselines import Observed, default_baselines, observe, required_atol
-from .families import GROUPS
-
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-
+from ..check import evaluate
+from ..errors import InvalidArgument
+from ..oracles.baselines import Observed, default_baselines, observe, required_atol
+from ..runner.execute import execute
+from ..strategies import Case, group_cases
 
 def log_grid(n: int = 20, lo: float = 1e-6, hi: float = 1.0) -> list:
     """n values spaced evenly in log10 from lo to hi (both included)."""
@@ -35,71 +33,6 @@ def log_grid(n: int = 20, lo: float = 1e-6, hi: float = 1.0) -> list:
 
 DEFAULT_RTOLS = tuple(log_grid(20))
 DEFAULT_ATOLS = tuple(log_grid(20))
-
-
-@dataclass(frozen=True)
-class Case:
-    """One reproducible input: the operator's ``example`` at this seed, group, dtype and
-    shape; ``params`` fill what the example leaves open."""
-    op: str
-    group: str
-    seed: int
-    dtype: str = "bf16"
-    rows: int = 4
-    cols: int = 96
-    params: tuple = ()          # sorted (name, value) pairs
-
-    def build(self, op, device="cpu"):
-        inputs, params = op.example(self.seed, dtype=DTYPES[self.dtype], family=self.group,
-                                    rows=self.rows, cols=self.cols)
-        # the example's own parameters are tied to its inputs and win (operators.Domain)
-        params = {**dict(self.params), **dict(params)}
-        return tuple(t.to(device) for t in inputs), params
-
-    def to_dict(self) -> dict:
-        return {"op": self.op, "group": self.group, "seed": self.seed, "dtype": self.dtype,
-                "rows": self.rows, "cols": self.cols, "params": dict(self.params)}
-
-
-def fit_shape(op, rows: int, cols: int):
-    """(rows, cols) moved into the operator's domain: cols a multiple of ``cols_multiple_of``
-    and of every integer choice of a parameter named ``group*`` (a quantizer's group size
-    splits the columns, so each choice must divide them)."""
-    d = op.domain
-    rows = min(max(rows, d.rows[0]), d.rows[1])
-    m = max(int(d.cols_multiple_of), 1)
-    for name, vals in d.params.items():
-        if name.startswith("group"):
-            for v in vals:
-                if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-                    m = m * v // math.gcd(m, v)
-    cols = max(cols, d.cols[0])
-    cols = ((cols + m - 1) // m) * m
-    if cols > d.cols[1]:
-        cols = (d.cols[1] // m) * m
-    return rows, cols
-
-
-def make_cases(op, groups=None, per_group=3, dtype="bf16", rows=4, cols=96, seed=0) -> list:
-    """``per_group`` cases in each input group; the operator's parameter choices
-    (``op.domain.params``) cycle over the cases so each choice is exercised."""
-    groups = list(GROUPS) if groups is None else list(groups)
-    for g in groups:
-        if g not in GROUPS:
-            raise InvalidArgument(f"input group {g!r}: expected one of {sorted(GROUPS)}.")
-    if dtype not in DTYPES:
-        raise InvalidArgument(f"dtype={dtype!r}: expected one of {sorted(DTYPES)}.")
-    if dtype not in op.domain.formats:
-        raise InvalidArgument(f"{op.name} accepts formats {op.domain.formats}, not {dtype!r}.")
-    rows, cols = fit_shape(op, rows, cols)
-    choices = op.domain.params
-    cases = []
-    for gi, g in enumerate(groups):
-        for i in range(per_group):
-            k = gi * per_group + i
-            params = tuple(sorted((name, vals[k % len(vals)]) for name, vals in choices.items()))
-            cases.append(Case(op.name, g, seed + 1000 * gi + i, dtype, rows, cols, params))
-    return cases
 
 
 def _as_list(out):
@@ -153,25 +86,24 @@ class Run:
                 "baselines": {k: v.to_dict() for k, v in self.baselines.items()}}
 
 
-def execute(fn, inputs, params):
-    """Run a kernel on clones of the inputs; returns (outputs list, error text)."""
-    try:
-        with warnings.catch_warnings():       # overflow warnings of a broken kernel on the interpreter
-            warnings.simplefilter("ignore", RuntimeWarning)
-            out = fn(*[t.clone() for t in inputs], **params)
-        return [o for o in _as_list(out)], ""
-    except Exception as exc:              # a kernel failure is an outcome
-        tb = traceback.format_exception_only(type(exc), exc)
-        return None, "".join(tb).strip()[:400]
+def _evaluation(op, case, inputs, params, backend, evaluations):
+    """The reference evaluated on this case's inputs, once per case where ``evaluations``
+    (case -> Evaluation) is shared between kernels."""
+    if evaluations is not None and case in evaluations:
+        return evaluations[case]
+    ev = evaluate(op.reference, inputs, params, backend=backend, nonfinite="uncertified")
+    if evaluations is not None:
+        evaluations[case] = ev
+    return ev
 
 
 def judge(op, case, inputs, params, outputs, kernel_name, baselines, rtols=DEFAULT_RTOLS,
-          backend="interpreter", keep=False) -> Run:
+          backend="interpreter", keep=False, evaluations=None) -> Run:
     """Judge ``outputs`` of one run with numoracle and ``baselines``."""
     run = Run(case, kernel_name, "ok", digest(outputs))
     try:
-        v = check(op.reference, tuple(outputs) if len(outputs) > 1 else outputs[0], inputs, params,
-                  backend=backend, nonfinite="uncertified")
+        v = _evaluation(op, case, inputs, params, backend, evaluations).check(
+            tuple(outputs) if len(outputs) > 1 else outputs[0])
     except InvalidArgument as exc:        # wrong dtype/shape from a broken kernel
         run.outcome, run.error = "crash", f"outputs not judgeable: {exc}"[:400]
         return run
@@ -189,18 +121,21 @@ def judge(op, case, inputs, params, outputs, kernel_name, baselines, rtols=DEFAU
 
 
 def run_kernel(op, fn, kernel_name, cases, baselines, *, backend="interpreter", rtols=DEFAULT_RTOLS,
-               keep=False, reuse=None) -> list:
+               keep=False, reuse=None, evaluations=None) -> list:
     """Run ``fn`` on every case and judge it.  ``reuse`` maps (case, digest) of earlier runs
-    to their Run: an output bit-identical to a judged one reuses its judgement."""
-    from .backends import resolve
+    to their Run: an output bit-identical to a judged one reuses its judgement;
+    ``evaluations`` (case -> Evaluation, filled as it goes) shares the reference's
+    evaluation of each case between kernels."""
+    from ..backends import resolve
     dev = resolve(backend).device
     runs = []
     for case in cases:
-        inputs, params = case.build(op, dev)
-        outs, err = execute(fn, inputs, params)
-        if outs is None:
-            runs.append(Run(case, kernel_name, "crash", error=err))
+        inputs, params = case.materialize(dev, op)
+        ran = execute(fn, inputs, params)
+        if not ran.ok:
+            runs.append(Run(case, kernel_name, "crash", error=ran.error[:400]))
             continue
+        outs = _as_list(ran.outputs)
         d = digest(outs)
         prev = reuse.get((case, d)) if reuse else None
         if prev is not None:
@@ -208,7 +143,8 @@ def run_kernel(op, fn, kernel_name, cases, baselines, *, backend="interpreter", 
                     prev.n_rejected, dict(prev.baselines), list(prev.need))
             runs.append(r)
             continue
-        runs.append(judge(op, case, inputs, params, outs, kernel_name, baselines, rtols, backend, keep))
+        runs.append(judge(op, case, inputs, params, outs, kernel_name, baselines, rtols, backend, keep,
+                          evaluations))
     return runs
 
 
@@ -216,20 +152,19 @@ def calibrate(op, *, dtype="bf16", rows=4, cols=96, n=8, seed=10_000, backend="i
               margin=2.0):
     """Fit the tuned tolerance on ``n`` calibration-group runs of the correct kernel
     (seeds disjoint from campaign seeds)."""
-    from .backends import resolve
-    from .oracles.baselines import TunedTolerance
+    from ..backends import resolve
+    from ..oracles.baselines import TunedTolerance
     dev = resolve(backend).device
-    cases = make_cases(op, ["calibration"], n, dtype, rows, cols, seed)
+    cases = group_cases(op, ["calibration"], n, dtype, rows, cols, seed)
     obs, errors = [], []
     fn = op.kernels["correct"]
     for case in cases:
-        inputs, params = case.build(op, dev)
-        outs, err = execute(fn, inputs, params)
-        if outs is None:           # an invalid case (the example does not fit these params)
-            errors.append(f"{case}: {err}")
+        inputs, params = case.materialize(dev, op)
+        ran = execute(fn, inputs, params)
+        if not ran.ok:             # an invalid case (the example does not fit these params)
+            errors.append(f"{case}: {ran.error}")
             continue
-        v = check(op.reference, tuple(outs) if len(outs) > 1 else outs[0], inputs, params,
-                  backend=backend, nonfinite="uncertified")
+        v = evaluate(op.reference, inputs, params, backend=backend, nonfinite="uncertified").check(ran.outputs)
         obs.append(observe(op.name, v, inputs, params, op.reference))
     if not obs:
         raise InvalidArgument(f"{op.name}'s correct kernel failed on every calibration case; "

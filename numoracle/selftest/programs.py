@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import torch
 
-from .check import check
+from ..check import check
 from .emulator import Plan, emulate
-from .operators import references as R
-from .families import fill
+from ..operators import references as R
+from ..families import fill
 
 PROGRAMS = {
     "rms_norm_llama": R.rms_norm_llama,
@@ -75,9 +75,9 @@ def assert_close_accepts(outs, ref_outs) -> bool:
 def float64_reference(program: str, inputs):
     """The operator computed in float64 and cast to the output dtypes: what an
     assert_close user compares against."""
-    from . import formats as F
-    from .verdict.evaluation import run_reference
-    from .mathlib import load
+    from .. import formats as F
+    from ..verdict.evaluation import run_reference
+    from ..mathlib import load
     prog = PROGRAMS[program]
     # the calculus centre is the exact-input value of every output, before its store
     refs, _, _ = run_reference(prog, inputs, {}, load("interpreter"))
@@ -89,7 +89,7 @@ def float64_reference(program: str, inputs):
 
 def _eps_after_rsqrt():
     import numoracle as no
-    from .formats import fp32
+    from ..formats import fp32
 
     @no.reference
     def rms_norm_llama_eps_after_rsqrt(x, w, *, eps=1e-6, offset=0.0):

@@ -13,45 +13,21 @@ import traceback
 
 import torch
 
-from .. import formats as F
-from ..check import check_modes
-from ..strategies import GROUPS
+from ... import formats as F
+from ...check import check_modes
+from ...runner.execute import execute
+from ...strategies import sweep_cases
 
-DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-ROWS = (1, 3, 8)
-COLS = (16, 96, 130, 256)
 ASSERT_CLOSE = {"bf16": (1.6e-2, 1e-5), "fp16": (1e-3, 1e-5), "fp32": (1.3e-6, 1e-5)}
 MODES = ("statistical", "fixed")
 # log10 bins (in output ulps) for the width histograms of the report
 HIST_EDGES = [-4.0 + 0.5 * i for i in range(21)]          # 1e-4 .. 1e6
 
 
-def shapes(op):
-    d = op.domain
-    m = max(d.cols_multiple_of, 1)
-    out = []
-    for i, c in enumerate(COLS):
-        c = max(m, (c // m) * m)
-        c = min(max(c, d.cols[0]), d.cols[1])
-        r = min(max(ROWS[i % len(ROWS)], d.rows[0]), d.rows[1])
-        out.append((r, c))
-    return out
-
-
-def cases(op, n: int, groups=None, seed0: int = 1000):
-    """n cases: (seed, group, format, (rows, cols), drawn params).  Drawn
-    parameters fill only what the operator's example leaves open: the
-    example's own parameters are tied to its inputs (a group size to the
-    scales' layout) and take precedence."""
-    groups = list(groups or GROUPS)
-    fmts = [f for f in op.domain.formats if f in DT] or ["bf16"]
-    shp = shapes(op)
-    choices = list(op.domain.params.items())
-    # formats change from one case to the next (so a short run sees all of them) and, over
-    # len(groups) * len(fmts) cases, every group meets every format
-    return [(seed0 + i, groups[i % len(groups)], fmts[(i + i // len(groups)) % len(fmts)], shp[i % len(shp)],
-             {k: v[(i // 3 + j) % len(v)] for j, (k, v) in enumerate(choices)})
-            for i in range(n)]
+def cases(op, n: int, groups=None, seed0: int = 1000) -> list:
+    """The stage's n cases of an operator (``strategies.sweep_cases``): every kernel of the
+    operator sees the same ones."""
+    return sweep_cases(op, n, groups=groups, seed0=seed0)
 
 
 def widths(v):
@@ -93,7 +69,7 @@ def sweep_kernel(op, kname, kernel, case_list, backend, dev, progress=None, raw=
     """Run one kernel over the cases and judge every run in both modes.
     ``raw``: also return each case's widths (``"raw"``: per mode, (seed,
     tensor) pairs), so that results over disjoint case sets merge exactly
-    (numoracle.executor)."""
+    (numoracle.studies.executors)."""
     t1 = time.time()
     segs = {"width": {m: [] for m in MODES}, "accepted": {m: [] for m in MODES}, "assert_close": []}
     groups: dict = {}
@@ -101,38 +77,42 @@ def sweep_kernel(op, kname, kernel, case_list, backend, dev, progress=None, raw=
     qwid = {m: [] for m in MODES}
     tol = []
     unc_sites, examples = {}, []
-    for seed, group, fmt, (rows, cols), drawn in case_list:
+    for case in case_list:
+        seed, group, fmt, rows, cols, drawn = case.seed, case.group, case.fmt, case.rows, case.cols, dict(case.params)
         g = groups.setdefault(group, {"statistical": {}, "fixed": {}, "error": 0})
         try:
-            inputs, params = op.example(seed, dtype=DT[fmt], family=group, rows=rows, cols=cols)
-            params = {**drawn, **params}     # the example's own params are tied to its inputs
-            inputs = tuple(t.to(dev) if isinstance(t, torch.Tensor) else t for t in inputs)
-            outs = kernel(*[t.clone() if isinstance(t, torch.Tensor) else t for t in inputs], **params)
-            if dev == "cuda":
-                torch.cuda.synchronize()
-            for mode, v in check_modes(op.reference, outs, inputs, params, modes=MODES, backend=backend).items():
-                g[mode][v.status] = g[mode].get(v.status, 0) + 1
-                w, q, t = widths(v)
-                wid[mode].append(w)
-                qwid[mode].append(q)
-                segs["width"][mode].append((seed, w))
-                segs["accepted"][mode].append((seed, q))
-                if mode == "fixed":
-                    tol.append(t)
-                    segs["assert_close"].append((seed, t))
-                if v.status == "uncertified":
-                    for s in v.certificate.failing or [None]:
-                        key = f"{s.label} ({s.kind})" if s is not None else "non-finite reference"
-                        unc_sites[key] = unc_sites.get(key, 0) + 1
-                if v.status == "reject" and len(examples) < 3:
+            inputs, params = case.materialize(dev, op)
+            ran = execute(kernel, inputs, params, device=dev)
+            if ran.error_type == "NotImplementedError":     # a kernel that does not cover these parameters
+                g["unsupported"] = g.get("unsupported", 0) + 1
+                if len(examples) < 3:
+                    examples.append({"seed": seed, "group": group, "format": fmt, "params": drawn,
+                                     "unsupported": ran.error.partition(": ")[2][:300]})
+            elif not ran.ok:
+                g["error"] += 1
+                if len(examples) < 3:
                     examples.append({"seed": seed, "group": group, "format": fmt, "shape": [rows, cols],
-                                     "params": drawn, "mode": mode, "explain": v.explain()[:2000]})
-        except NotImplementedError as exc:      # a kernel that does not cover these parameters
-            g["unsupported"] = g.get("unsupported", 0) + 1
-            if len(examples) < 3:
-                examples.append({"seed": seed, "group": group, "format": fmt, "params": drawn,
-                                 "unsupported": str(exc)[:300]})
-        except Exception:
+                                     "params": drawn, "error": ran.traceback or ran.error})
+            else:
+                outs = ran.outputs
+                for mode, v in check_modes(op.reference, outs, inputs, params, modes=MODES, backend=backend).items():
+                    g[mode][v.status] = g[mode].get(v.status, 0) + 1
+                    w, q, t = widths(v)
+                    wid[mode].append(w)
+                    qwid[mode].append(q)
+                    segs["width"][mode].append((seed, w))
+                    segs["accepted"][mode].append((seed, q))
+                    if mode == "fixed":
+                        tol.append(t)
+                        segs["assert_close"].append((seed, t))
+                    if v.status == "uncertified":
+                        for s in v.certificate.failing or [None]:
+                            key = f"{s.label} ({s.kind})" if s is not None else "non-finite reference"
+                            unc_sites[key] = unc_sites.get(key, 0) + 1
+                    if v.status == "reject" and len(examples) < 3:
+                        examples.append({"seed": seed, "group": group, "format": fmt, "shape": [rows, cols],
+                                         "params": drawn, "mode": mode, "explain": v.explain()[:2000]})
+        except Exception:                       # an example that does not build, a verdict that fails
             g["error"] += 1
             if len(examples) < 3:
                 examples.append({"seed": seed, "group": group, "format": fmt, "shape": [rows, cols],
@@ -160,7 +140,7 @@ def sweep_kernel(op, kname, kernel, case_list, backend, dev, progress=None, raw=
 
 
 def run(op_names, n_cases: int, backend: str, dev: str, log=print) -> dict:
-    from .. import operators
+    from ... import operators
     results = {}
     for name in op_names:
         op = operators.get(name)

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..errors import InvalidArgument
+from ...errors import InvalidArgument
 from .core import Unit, map_units
 
 STATS = ("cases", "accept", "reject", "statistical_only", "uncertified", "error", "nan", "timeout")
@@ -38,8 +38,8 @@ def fuzz_units(op: str, kernel: str, backend: str, *, seeds=(0, 4), seeds_per_un
     chunks of ``seeds_per_unit``; each seed runs ``examples`` cases (or
     ``seconds``) of one input group.  ``params``: ``{name: choices}``
     overriding the operator's parameter choices (as ``strategies.cases``)."""
-    from .. import operators
-    from ..strategies import GROUPS
+    from ... import operators
+    from ...strategies import GROUPS
     o = operators.get(op)
     groups = list(groups or GROUPS)
     bad = [g for g in groups if g not in GROUPS]
@@ -65,9 +65,9 @@ def _read_tree(root: Path) -> dict:
 
 def run_fuzz_unit(unit: Unit) -> dict:
     """Worker side: the runner over the unit's seeds, one input group."""
-    from .. import backends
-    from ..runner import fuzz
-    from ..strategies import cases
+    from ... import backends
+    from ...runner import fuzz
+    from ...strategies import cases
     backend = backends.select(unit.backend)
     s = dict(unit.settings)
     strategy = cases(unit.op, groups=[unit.group], formats=list(s["formats"]) if s["formats"] else None,
@@ -198,7 +198,7 @@ def run_from_cli(args, *, op, groups=None, formats=None, seconds=None) -> int:
     Hypothesis searches (seeds ``--seed``.. on) per input group, each of
     ``--examples`` cases (20 by default) or ``--seconds``; the first
     counterexample of each search is shrunk and saved to ``--corpus`` here."""
-    from .. import backends
+    from ... import backends
     backend = backends.select(args.backend)
     base = args.seed or 0
     n = getattr(args, "units", None) or 4

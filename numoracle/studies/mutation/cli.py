@@ -7,7 +7,7 @@ import json
 import sys
 import time
 
-from ..errors import InvalidArgument
+from ...errors import InvalidArgument
 
 
 def add_arguments(p) -> None:

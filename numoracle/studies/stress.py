@@ -24,7 +24,7 @@ import sys
 import time
 import types
 
-from .errors import InvalidArgument
+from ..errors import InvalidArgument
 
 
 def add_arguments(p) -> None:
@@ -48,7 +48,7 @@ def add_arguments(p) -> None:
 
 
 def _configs(args):
-    from .campaign_runs import log_grid
+    from .runs import log_grid
     if (args.atol is None) != (args.rtol is None):
         raise InvalidArgument("give both --atol and --rtol for one configuration, or neither for the grid.")
     if args.atol is not None:
@@ -64,25 +64,21 @@ def _configs(args):
 def search_group(op, group, specs, atols, rtols, *, examples, dtype, max_rows, max_cols, backend, seed=0):
     """Hypothesis search in one input group; returns every judged run (correct kernel and variants)."""
     from hypothesis import HealthCheck, Phase, given, settings, target
-    from hypothesis import strategies as st
 
-    from . import campaign_runs as CR
-    lo_r, hi_r = op.domain.rows
-    lo_c, hi_c = op.domain.cols
-    mult = max(int(op.domain.cols_multiple_of), 1)
-    rows_s = st.integers(max(lo_r, 1), max(min(hi_r, max_rows), max(lo_r, 1)))
-    cols_s = st.integers(max(1, -(-lo_c // mult)), max(1, min(hi_c, max_cols) // mult)).map(lambda k: k * mult)
-    param_s = st.fixed_dictionaries({k: st.sampled_from(list(v)) for k, v in op.domain.params.items()})
-    runs = []
+    from ..strategies import cases
+    from . import runs as CR
+    strategy = cases(op, formats=[dtype], groups=[group], max_rows=max_rows, max_cols=max_cols, scale_exps=(0, 0),
+                     specials=0, seeds=(seed, seed + 2 ** 20))
+    found = []
 
     @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
               phases=(Phase.generate, Phase.target), suppress_health_check=list(HealthCheck))
-    @given(s=st.integers(0, 2 ** 20), rows=rows_s, cols=cols_s, params=param_s)
-    def probe(s, rows, cols, params):
-        case = CR.Case(op.name, group, seed + s, dtype, rows, cols, tuple(sorted(params.items())))
+    @given(case=strategy)
+    def probe(case):
+        evaluations: dict = {}
         try:
             base = CR.run_kernel(op, op.kernels["correct"], "correct", [case], [], backend=backend,
-                                 rtols=rtols, keep=True)
+                                 rtols=rtols, keep=True, evaluations=evaluations)
         except InvalidArgument:
             return
         if base[0].outcome == "crash":
@@ -91,8 +87,8 @@ def search_group(op, group, specs, atols, rtols, *, examples, dtype, max_rows, m
         for spec in specs:
             if spec != "correct":
                 got += CR.run_kernel(op, op.kernels[spec], spec, [case], [], backend=backend, rtols=rtols,
-                                     keep=True)
-        runs.extend(got)
+                                     keep=True, evaluations=evaluations)
+        found.extend(got)
         # steer toward failing the strictest configuration: the required atol (at each rtol of
         # the grid) over the smallest atol of the grid, worst over runs and rtols, in log10
         floor = max(min(atols), 1e-12)
@@ -100,21 +96,22 @@ def search_group(op, group, specs, atols, rtols, *, examples, dtype, max_rows, m
         target(math.log10(min(score, 1e300) + 1e-300), label="required atol / smallest atol")
 
     probe()
-    return runs
+    return found
 
 
 def _save(op, run, corpus, backend):
-    from . import corpus as C
+    from .. import corpus as C
     o = types.SimpleNamespace(inputs=run.observed.inputs, params=run.observed.params, outputs=run.outputs,
                               case=run.case, failure_class=None)
     return str(C.save(corpus, op, run.kernel, o, backend=backend, mode="statistical", expect="accept"))
 
 
 def run(args) -> int:
-    from . import campaign_runs as CR
-    from . import operators
-    from .backends import select
-    from .families import GROUPS
+    from . import runs as CR
+    from .. import operators
+    from ..backends import select
+    from ..families import GROUPS
+    from ..strategies import group_cases
     backend = select(args.backend).name
     op = operators.get(args.op)
     atols, rtols = _configs(args)
@@ -132,7 +129,7 @@ def run(args) -> int:
                                     seed=args.seed)
         log(f"{op.name} / {g}: {len(per_group[g])} runs ({time.time() - t0:.0f}s)")
     # faulty kernels and mutants on fixed cases
-    cases = CR.make_cases(op, groups, args.fault_cases, args.dtype, 4, 96, args.seed)
+    cases = group_cases(op, groups, args.fault_cases, args.dtype, 4, 96, args.seed)
     base = CR.run_kernel(op, op.kernels["correct"], "correct", cases, [], backend=backend, rtols=rtols)
     keep_cases = [r.case for r in base if r.outcome != "crash"]
     base = [r for r in base if r.outcome != "crash"]
