@@ -129,7 +129,7 @@ def test_shipped_interpreter_profile_covers_a_fresh_measurement():
 
 
 def test_cli_calibrate_help_and_bad_function():
-    out = subprocess.run([sys.executable, "-m", "numoracle.cli", "calibrate", "--help"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "numoracle", "calibrate", "--help"], capture_output=True,
                          text=True)
     assert out.returncode == 0 and "--backend" in out.stdout and "--samples" in out.stdout
     with pytest.raises(Exception, match="unknown"):

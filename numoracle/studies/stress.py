@@ -18,47 +18,11 @@ rejected a correct kernel).
 
 from __future__ import annotations
 
-import json
 import math
-import sys
 import time
 import types
 
 from ..errors import InvalidArgument
-
-
-def add_arguments(p) -> None:
-    p.add_argument("op")
-    p.add_argument("--atol", type=float, default=None, help="one configuration: atol (with --rtol)")
-    p.add_argument("--rtol", type=float, default=None, help="one configuration: rtol (with --atol)")
-    p.add_argument("--grid", type=int, default=20,
-                   help="N×N log-spaced grid over [1e-6, 1] in atol and rtol (default 20: 400 configurations)")
-    p.add_argument("--backend", default="interpreter", choices=("interpreter", "gpu", "auto"))
-    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32"))
-    p.add_argument("--groups", default=None, help="comma-separated input groups (default: all)")
-    p.add_argument("--examples", type=int, default=10, help="Hypothesis examples per group")
-    p.add_argument("--max-rows", type=int, default=8)
-    p.add_argument("--max-cols", type=int, default=256)
-    p.add_argument("--mutants", type=int, default=0, help="also count kills on this many mutants")
-    p.add_argument("--fault-cases", type=int, default=1, help="cases per group for faulty kernels and mutants")
-    p.add_argument("--corpus", default="corpora-stress", help="where falsifying inputs are saved ('' to skip)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--out", default=None)
-
-
-def _configs(args):
-    from .runs import log_grid
-    if (args.atol is None) != (args.rtol is None):
-        raise InvalidArgument("give both --atol and --rtol for one configuration, or neither for the grid.")
-    if args.atol is not None:
-        if args.atol < 0 or args.rtol < 0:
-            raise InvalidArgument(f"--atol {args.atol} --rtol {args.rtol}: tolerances must be ≥ 0.")
-        return [args.atol], [args.rtol]
-    if args.grid < 1:
-        raise InvalidArgument(f"--grid {args.grid}: expected at least 1.")
-    g = log_grid(args.grid)
-    return g, g
 
 
 def search_group(op, group, specs, atols, rtols, *, examples, dtype, max_rows, max_cols, backend, seed=0):
@@ -106,30 +70,31 @@ def _save(op, run, corpus, backend):
     return str(C.save(corpus, op, run.kernel, o, backend=backend, mode="statistical", expect="accept"))
 
 
-def run(args) -> int:
+def stress(op_name, *, atols, rtols, backend="interpreter", dtype="bf16", groups=None, examples=10, max_rows=8,
+           max_cols=256, mutants=0, fault_cases=1, corpus=None, seed=0, log=None) -> dict:
+    """The report of ``numoracle stress-tolerances``: every (atol, rtol) of the grid against
+    the same runs numoracle judges (module docstring)."""
     from . import runs as CR
     from .. import operators
     from ..backends import select
     from ..families import GROUPS
     from ..strategies import group_cases
-    backend = select(args.backend).name
-    op = operators.get(args.op)
-    atols, rtols = _configs(args)
-    groups = [g.strip() for g in args.groups.split(",")] if args.groups else list(GROUPS)
+    backend = select(backend).name
+    op = operators.get(op_name)
+    groups = list(groups or GROUPS)
     for g in groups:
         if g not in GROUPS:
-            raise InvalidArgument(f"--groups: {g!r} is not an input group; expected some of {sorted(GROUPS)}.")
+            raise InvalidArgument(f"groups: {g!r} is not an input group; expected some of {sorted(GROUPS)}.")
     t0 = time.time()
-    log = (lambda s: None) if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
+    log = log or (lambda s: None)
     specs = list(op.kernel_specs)
     per_group = {}
     for g in groups:
-        per_group[g] = search_group(op, g, specs, atols, rtols, examples=args.examples, dtype=args.dtype,
-                                    max_rows=args.max_rows, max_cols=args.max_cols, backend=backend,
-                                    seed=args.seed)
+        per_group[g] = search_group(op, g, specs, atols, rtols, examples=examples, dtype=dtype,
+                                    max_rows=max_rows, max_cols=max_cols, backend=backend, seed=seed)
         log(f"{op.name} / {g}: {len(per_group[g])} runs ({time.time() - t0:.0f}s)")
     # faulty kernels and mutants on fixed cases
-    cases = group_cases(op, groups, args.fault_cases, args.dtype, 4, 96, args.seed)
+    cases = group_cases(op, groups, fault_cases, dtype, 4, 96, seed)
     base = CR.run_kernel(op, op.kernels["correct"], "correct", cases, [], backend=backend, rtols=rtols)
     keep_cases = [r.case for r in base if r.outcome != "crash"]
     base = [r for r in base if r.outcome != "crash"]
@@ -137,9 +102,9 @@ def run(args) -> int:
     for name in op.faulty:
         faults[f"faulty:{name}"] = CR.run_kernel(op, op.faulty_kernel(name), name, keep_cases, [],
                                                  backend=backend, rtols=rtols)
-    if args.mutants:
+    if mutants:
         from .mutation.engine import _wrapper, load_source, parse_spec, plan_mutants
-        for i, (spec, mod, site, src) in enumerate(plan_mutants(op, keep_cases[0], max_mutants=args.mutants,
+        for i, (spec, mod, site, src) in enumerate(plan_mutants(op, keep_cases[0], max_mutants=mutants,
                                                                 backend=backend)):
             _, fn, pick = parse_spec(op.kernel_specs[spec])
             try:
@@ -165,7 +130,7 @@ def run(args) -> int:
                             "max_false_alarm_rate": max(fa.values(), default=0.0),
                             "kills": len(kills), "killed": kills})
     saved = []
-    if args.corpus:
+    if corpus:
         for g, runs in per_group.items():
             def n_fail(r):
                 return sum((r.need[k] if r.outcome == "ok" else math.inf) > a
@@ -173,14 +138,14 @@ def run(args) -> int:
             worst = max(runs, key=n_fail, default=None)
             if worst is not None and n_fail(worst) and worst.observed is not None and worst.numoracle == "accept":
                 try:
-                    saved.append({"group": g, "kernel": worst.kernel, "path": _save(op, worst, args.corpus, backend),
+                    saved.append({"group": g, "kernel": worst.kernel, "path": _save(op, worst, corpus, backend),
                                   "configurations_failed": n_fail(worst)})
                 except Exception as exc:     # saving must not lose the report
                     saved.append({"group": g, "error": repr(exc)[:200]})
     numoracle_fa = [r.to_dict() for runs in per_group.values() for r in runs if r.numoracle == "reject"]
     within = [c for c in configs if c["max_false_alarm_rate"] <= 0.01]
     best = max(within, key=lambda c: c["kills"], default=None)
-    report = {"op": op.name, "backend": backend, "dtype": args.dtype, "groups": groups,
+    report = {"op": op.name, "backend": backend, "dtype": dtype, "groups": groups,
               "runs_per_group": {g: len(r) for g, r in per_group.items()},
               "faulty_and_mutants": sorted(faults), "configurations": configs,
               "summary": {"configurations": len(configs), "within_1pct_every_group": len(within),
@@ -188,24 +153,4 @@ def run(args) -> int:
                           "faults": len(faults), "numoracle_rejects_on_correct": len(numoracle_fa)},
               "numoracle_rejects_on_correct": numoracle_fa, "saved_cases": saved,
               "seconds": round(time.time() - t0, 1)}
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=1)
-    if args.json:
-        print(json.dumps(report, indent=1))
-    else:
-        s = report["summary"]
-        print(f"{op.name} ({args.dtype}, {backend}): {len(configs)} configuration(s), "
-              f"{sum(report['runs_per_group'].values())} runs of the correct kernel and variants, "
-              f"{len(faults)} faulty kernels/mutants")
-        if len(configs) == 1:
-            c = configs[0]
-            for g, v in c["false_alarm_rate"].items():
-                print(f"  {g:14s} false alarms {v:6.1%}")
-            print(f"  kills {c['kills']}/{len(faults)}")
-        print(f"  {s['within_1pct_every_group']} configuration(s) keep <= 1% false alarms in every group; "
-              f"best of those: {s['best_within']}")
-        print(f"  numoracle rejects on correct kernels/variants: {s['numoracle_rejects_on_correct']}")
-        for c in saved:
-            print(f"  saved {c}")
-    return 1 if numoracle_fa else 0
+    return report

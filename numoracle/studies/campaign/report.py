@@ -389,18 +389,3 @@ def write(src, out_dir=None) -> tuple[Path, Path]:
         tmp.write_text(text)
         os.replace(tmp, path)
     return d / "report.html", d / "report.md"
-
-
-def add_arguments(p) -> None:
-    p.add_argument("dir", help="a campaign directory (holding campaign.json) or the JSON file itself")
-    p.add_argument("--out", default=None, help="where to write report.html and report.md (default: DIR)")
-    p.add_argument("--json", action="store_true", help="print the headline figures as JSON")
-
-
-def run(args) -> int:
-    h, m = write(args.dir, args.out)
-    if args.json:
-        print(json.dumps({"html": str(h), "markdown": str(m), "headline": headline(load(args.dir))}, indent=2))
-    else:
-        print(f"wrote {h} and {m}")
-    return 0
