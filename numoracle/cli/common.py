@@ -15,7 +15,8 @@ class Formatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action):
         text = action.help or ""
-        if "%(default)" in text or "default" in text.lower() or action.default in (None, False, argparse.SUPPRESS):
+        d = action.default
+        if "%(default)" in text or "default" in text.lower() or d is None or d is False or d is argparse.SUPPRESS:
             return text
         if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
             return f"{text} (default: %(default)s)"
