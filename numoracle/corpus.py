@@ -182,7 +182,7 @@ def save(corpus, op, kernel_spec: str, outcome, *, backend: str, mode: str, expe
                 for m in ("statistical", "fixed")}
     case = outcome.case
     meta = {
-        "schema": SCHEMA, "id": cid, "op": op.name,
+        "schema": SCHEMA, "id": cid, "op": op.name, "operator": op.spec,
         "kernel": {"spec": kernel_spec, "registered": op.has_kernel(kernel_spec),
                    "config": _jsonable(kernel_config or {})},
         "params": _jsonable(outcome.params), "backend": backend, "mode": mode,
@@ -256,6 +256,68 @@ def _case_json(path) -> Path:
     return p
 
 
+# The most bytes one saved array may hold: far above any case numoracle saves (shrunk
+# counterexamples are small) and far below what would exhaust a machine.  A case's
+# arrays are checked against it, and against the shapes case.json declares, before
+# anything is decompressed.
+MAX_ARRAY_BYTES = 1 << 30
+
+
+def _declared(meta: dict, cj: Path) -> dict:
+    """key -> (shape, itemsize) of every array case.json declares."""
+    out = {}
+    for group in ("inputs", "outputs"):
+        recs = meta.get(group) or []
+        if not isinstance(recs, list):
+            raise InvalidArgument(f"{cj}: field {group!r} must be a list; the case is corrupt.")
+        for rec in recs:
+            if not isinstance(rec, dict) or not isinstance(rec.get("key"), str):
+                raise InvalidArgument(f"{cj}: an entry of {group!r} has no string 'key'; the case is corrupt.")
+            shape = rec.get("shape", ())
+            if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+                raise InvalidArgument(f"{cj}: {rec['key']} has shape {shape!r}; expected a list of sizes >= 0.")
+            out[rec["key"]] = tuple(shape)
+    return out
+
+
+def _read_arrays(npz: Path, cj: Path, meta: dict) -> dict:
+    """The .npz's arrays, after checking each member's size (the zip's own record, then the
+    .npy header's shape and dtype) against case.json and ``MAX_ARRAY_BYTES``: a compressed
+    bomb or a lying header is refused before it is decompressed."""
+    declared = _declared(meta, cj)
+    try:
+        with zipfile.ZipFile(npz) as z:
+            infos = {i.filename.removesuffix(".npy"): i for i in z.infolist()}
+            for key, info in infos.items():
+                if key not in declared:
+                    raise InvalidArgument(f"{npz}: holds {key!r}, which {cj.name} does not declare; the case is "
+                                          f"corrupt or foreign.")
+                if info.file_size > MAX_ARRAY_BYTES + 4096:
+                    raise InvalidArgument(f"{npz}[{key}]: {info.file_size} bytes uncompressed, over the limit of "
+                                          f"{MAX_ARRAY_BYTES}; refused unread.")
+                with z.open(info) as fh:
+                    version = np.lib.format.read_magic(fh)
+                    shape, _, dtype = (np.lib.format.read_array_header_1_0(fh) if version == (1, 0)
+                                       else np.lib.format.read_array_header_2_0(fh))
+                if dtype.hasobject:
+                    raise InvalidArgument(f"{npz}[{key}]: an object array; refused (nothing is unpickled).")
+                if tuple(shape) != declared[key]:
+                    raise InvalidArgument(f"{npz}[{key}]: array has shape {tuple(shape)} but {cj.name} records "
+                                          f"{list(declared[key])}; the case is corrupt (re-save it).")
+                need = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                if need > MAX_ARRAY_BYTES or need > info.file_size:
+                    raise InvalidArgument(f"{npz}[{key}]: its header declares {need} bytes of data, but the file "
+                                          f"holds {info.file_size} (limit {MAX_ARRAY_BYTES}); the case is corrupt.")
+        with np.load(npz, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except InvalidArgument:
+        raise
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError, KeyError, RuntimeError) as exc:
+        raise InvalidArgument(f"{npz}: cannot read it as a plain-array .npz ({type(exc).__name__}: {exc}); the "
+                              f"case is corrupt or foreign (object arrays are refused: nothing is unpickled).") \
+            from None
+
+
 def load(path) -> CorpusCase:
     """Read one case (its directory or its case.json).  A corrupt or foreign
     file raises InvalidArgument naming the file and the problem."""
@@ -278,12 +340,7 @@ def load(path) -> CorpusCase:
     npz = cj.parent / ARRAYS_FILE
     if not npz.exists():
         raise InvalidArgument(f"{npz}: missing; a case needs its {ARRAYS_FILE} beside {CASE_FILE}.")
-    try:
-        with np.load(npz, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise InvalidArgument(f"{npz}: cannot read it as a plain-array .npz ({exc}); the case is corrupt or "
-                              f"foreign (object arrays are refused: nothing is unpickled).") from None
+    arrays = _read_arrays(npz, cj, meta)
     tensors = {}
     for group in ("inputs", "outputs"):
         recs = meta.get(group) or []

@@ -24,9 +24,12 @@ __all__ = [
 
 
 class Reference:
-    """A precision-annotated reference program (made by ``@no.reference``)."""
+    """A precision-annotated reference program (made by ``@no.reference``).  Its outputs'
+    names (``output_names``) are the ones given to the decorator, else those the program
+    returns (``return y, rstd``, or ``y.to(...)``), position by position, else ``y`` for one
+    output and ``out0``, ``out1``, ... for several."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, outputs=None):
         if not callable(fn):
             raise InvalidArgument(f"@reference decorates a function, got {fn!r}.")
         self.fn = fn
@@ -37,6 +40,14 @@ class Reference:
         self.param_names = [p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY]
         self.param_defaults = {p.name: p.default for p in sig.parameters.values()
                                if p.kind is p.KEYWORD_ONLY and p.default is not p.empty}
+        if outputs is not None:
+            if isinstance(outputs, str):
+                outputs = (outputs,)
+            outputs = tuple(outputs)
+            if not outputs or not all(isinstance(o, str) and o.isidentifier() for o in outputs) or \
+                    len(set(outputs)) != len(outputs):
+                raise InvalidArgument(f"@reference(outputs={outputs!r}): expected distinct names, one per output.")
+        self.output_names = outputs if outputs is not None else _returned_names(fn)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **params):
@@ -45,14 +56,79 @@ class Reference:
     def __repr__(self):
         return f"<reference {self.name}({', '.join(self.input_names)})>"
 
+    def names_of(self, n: int) -> list:
+        """The names of n outputs: ``output_names`` where it has n, else the defaults."""
+        if self.output_names is not None and len(self.output_names) == n:
+            return list(self.output_names)
+        return ["y"] if n == 1 else [f"out{j}" for j in range(n)]
 
-def reference(fn=None):
-    """Mark a function as a reference program: ``@no.reference``."""
+
+def _returned_names(fn):
+    """The names a function's return statements give its outputs, or None: a name, or the
+    name a method chain starts from (``y.to(fp32)``, ``r.squeeze(-1)``), position by
+    position where every return agrees; positions without one are ``out<j>``."""
+    import ast
+    import textwrap
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if not defs:
+        return None
+
+    glob = getattr(fn, "__globals__", {})
+
+    def base(e):
+        # a method chain's receiver (y.to(fp32), r.squeeze(-1)[0]); not a function's result
+        # (f(x), no.where(...): the name is a module's or a function's)
+        while True:
+            if isinstance(e, ast.Call):
+                if not isinstance(e.func, ast.Attribute):
+                    return None
+                e = e.func.value
+            elif isinstance(e, (ast.Attribute, ast.Subscript)):
+                e = e.value
+            else:
+                break
+        if not isinstance(e, ast.Name):
+            return None
+        bound = glob.get(e.id)
+        return None if inspect.ismodule(bound) or callable(bound) else e.id
+
+    def returns(node):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Return) and child.value is not None:
+                yield child.value
+            elif not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                yield from returns(child)
+
+    found = None
+    for value in returns(defs[0]):
+        elts = value.elts if isinstance(value, ast.Tuple) else [value]
+        names = [base(e) for e in elts]
+        if found is None:
+            found = names
+        elif len(found) != len(names):
+            return None
+        else:
+            found = [a if a == b else None for a, b in zip(found, names)]
+    if not found:
+        return None
+    if len(found) == 1:
+        return (found[0] or "y",)
+    out = [n if n is not None else f"out{j}" for j, n in enumerate(found)]
+    return tuple(out) if len(set(out)) == len(out) else None
+
+
+def reference(fn=None, *, outputs=None):
+    """Mark a function as a reference program: ``@no.reference``, or
+    ``@no.reference(outputs=("y", "rstd"))`` to name its outputs."""
     if fn is None:
-        return reference
+        return lambda f: reference(f, outputs=outputs)
     if isinstance(fn, Reference):
-        return fn
-    return Reference(fn)
+        return fn if outputs is None else Reference(fn.fn, outputs)
+    return Reference(fn, outputs)
 
 
 # Other arithmetics of the language (the emulator's concrete kernel-like execution)

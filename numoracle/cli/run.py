@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-from ..errors import InvalidArgument
 from . import common
 
 STATUS_COLUMNS = ("cases", "accept", "reject", "statistical_only", "uncertified", "error", "nan", "timeout")
@@ -53,7 +52,7 @@ def run(args, command: str) -> int:
     from .. import operators
     from ..runner import fuzz
     from ..strategies import cases, explicit_cases
-    op = operators.get(args.op)
+    op = operators.resolve(args.op)
     groups = common.groups(args)
     fmts = common.formats(args, op)
     seconds = args.seconds

@@ -152,7 +152,7 @@ def _attach(name: str, spec: str) -> bool:
     op = REGISTRY.get(name)
     if op is None:
         return False
-    op.kernel_specs["liger"] = spec
+    op.attach("liger", spec)
     op._kernels = None
     return True
 

@@ -81,9 +81,9 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
     from .. import operators
     backend = backends.select(backend)
     device = backend.device
-    op = operators.get(op) if isinstance(op, str) else op
+    op = operators.resolve(op)
     kfn, kspec = resolve(op, kernel)
-    isolated = Isolated(op.name, kspec, backend, device) if isolate else None
+    isolated = Isolated(op.spec or op.name, kspec, backend, device) if isolate else None
     strategy = strategy if strategy is not None else cases_strategy(op)
     result = RunResult(op.name, kspec, backend.name, mode)
     kw = dict(backend=backend, mode=mode, timeout=timeout, device=device, isolated=isolated)

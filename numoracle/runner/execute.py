@@ -156,7 +156,7 @@ def judge(op, kernel, inputs, params, config=(), *, backend="interpreter", mode=
 
 def run_case(op, kernel, case, **kw) -> Outcome:
     device = kw.get("device", "cpu")
-    inputs, params = case.materialize(device)
+    inputs, params = case.materialize(device, op)
     return judge(op, kernel, inputs, params, case.config, case=case, **kw)
 
 
@@ -167,7 +167,7 @@ def _worker(conn, op_name: str, spec: str, backend: str) -> None:  # pragma: no 
     from .kernels import resolve
     try:
         backend = backends.select(backend)
-        op = operators.get(op_name)
+        op = operators.resolve(op_name)
         kernel, _ = resolve(op, spec)
         device = backend.device
     except Exception as exc:

@@ -91,7 +91,7 @@ class Case:
         the registered one of this case's name)."""
         if op is None:
             from .. import operators
-            op = operators.get(self.op)
+            op = operators.resolve(self.op)
         fmt = self.format
         dtype = fmt.torch_dtype
         if dtype is None:
@@ -177,7 +177,7 @@ def cases(op, *, formats=None, groups=None, rows=None, cols=None, max_rows=None,
 
     def build():
         from .. import operators
-        o = operators.get(op) if isinstance(op, str) else op
+        o = operators.resolve(op)
         if not hasattr(o, "domain"):
             raise InvalidArgument(f"cases(op={op!r}): expected an operator name from numoracle.operators.names() "
                                   f"or a registered Operator.")
@@ -251,7 +251,7 @@ def explicit_cases(op, *, formats=None, groups=None, rows=4, cols=96, seed=0) ->
     """One case per input-shift group (calibration first), the default shape
     clamped into the operator's domain: the stratified start of ``check``."""
     from .. import operators
-    o = operators.get(op) if isinstance(op, str) else op
+    o = operators.resolve(op)
     dom = o.domain
     fmt = (formats or dom.formats)[0]
     r = min(max(rows, dom.rows[0]), dom.rows[1])

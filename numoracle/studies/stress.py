@@ -80,7 +80,7 @@ def stress(op_name, *, atols, rtols, backend="interpreter", dtype="bf16", groups
     from ..families import GROUPS
     from ..strategies import group_cases
     backend = select(backend).name
-    op = operators.get(op_name)
+    op = operators.resolve(op_name)
     groups = list(groups or GROUPS)
     for g in groups:
         if g not in GROUPS:

@@ -143,8 +143,8 @@ class Evaluation:
 
 
 def output_names(program, n: int) -> list:
-    """The names of a program's n outputs: "y" for one, else out0, out1, ..."""
-    return ["y"] if n == 1 else [f"out{j}" for j in range(n)]
+    """The names of a program's n outputs, as the program names them (``Reference.names_of``)."""
+    return program.names_of(n)
 
 
 def evaluate(program, inputs, params, prof, p, nonfinite, traced=False, sanitise=True) -> Evaluation:

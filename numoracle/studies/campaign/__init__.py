@@ -251,7 +251,7 @@ def run_correct_stage(names, n_cases: int, backend: str, executor: str = "inline
     if missing:
         raise RuntimeError(f"kernels with units missing after the run: {missing}")
     from ... import operators
-    order = [f"{n}/{k}" for n in names for k in operators.get(n).kernel_specs]
+    order = [f"{n}/{k}" for n in names for k in operators.resolve(n).kernel_specs]
     data["correct"] = {k: res[k] for k in order if k in res} | {k: v for k, v in res.items() if k not in order}
     if not units and "correct" in ex:          # nothing was left to run: keep the record of the run that did it
         return data["correct"]

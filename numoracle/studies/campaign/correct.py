@@ -143,7 +143,7 @@ def run(op_names, n_cases: int, backend: str, dev: str, log=print) -> dict:
     from ... import operators
     results = {}
     for name in op_names:
-        op = operators.get(name)
+        op = operators.resolve(name)
         cl = cases(op, n_cases)
         for kname in op.kernel_specs:
             try:

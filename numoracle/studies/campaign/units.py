@@ -31,7 +31,7 @@ def correct_units(names, n_cases: int, backend: str, *, chunk: int | None = None
     from ... import operators
     units = []
     for name in names:
-        op = operators.get(name)
+        op = operators.resolve(name)
         by_group: dict = {}
         for case in C.cases(op, n_cases, seed0=SEED0):
             by_group.setdefault(case.group, []).append(case.seed)
@@ -49,7 +49,7 @@ def correct_units(names, n_cases: int, backend: str, *, chunk: int | None = None
 
 def unit_cases(unit: Unit):
     from ... import operators
-    op = operators.get(unit.op)
+    op = operators.resolve(unit.op)
     lo, hi = unit.seeds
     return [c for c in C.cases(op, unit.get("n_cases"), seed0=SEED0) if c.group == unit.group and lo <= c.seed < hi]
 
@@ -58,7 +58,7 @@ def run_correct_unit(unit: Unit) -> dict:
     """Worker side: ``correct.sweep_kernel`` over the unit's cases, with their widths."""
     from ... import backends, operators
     backend = backends.select(unit.backend)
-    op = operators.get(unit.op)
+    op = operators.resolve(unit.op)
     try:
         kernel = op.kernels[unit.kernel]
     except Exception as exc:              # an optional upstream kernel that does not import

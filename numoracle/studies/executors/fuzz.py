@@ -40,7 +40,7 @@ def fuzz_units(op: str, kernel: str, backend: str, *, seeds=(0, 4), seeds_per_un
     overriding the operator's parameter choices (as ``strategies.cases``)."""
     from ... import operators
     from ...strategies import GROUPS
-    o = operators.get(op)
+    o = operators.resolve(op)
     groups = list(groups or GROUPS)
     bad = [g for g in groups if g not in GROUPS]
     if bad:

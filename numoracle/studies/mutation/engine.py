@@ -361,7 +361,7 @@ def run_campaign(op_name, *, backend="interpreter", dtype="bf16", groups=None, p
     from ...backends import select
     backend = select(backend).name
     t0 = time.time()
-    op = operators.get(op_name)
+    op = operators.resolve(op_name)
     baselines = CR.oracles_for(op, dtype=dtype, rows=rows, cols=cols, backend=backend, n_cal=n_cal,
                                k_ulp=k_ulp)
     oracles = ["numoracle"] + [b.name for b in baselines]
