@@ -29,7 +29,7 @@ class Reference:
     returns (``return y, rstd``, or ``y.to(...)``), position by position, else ``y`` for one
     output and ``out0``, ``out1``, ... for several."""
 
-    def __init__(self, fn, outputs=None):
+    def __init__(self, fn, outputs=None, params=None):
         if not callable(fn):
             raise InvalidArgument(f"@reference decorates a function, got {fn!r}.")
         self.fn = fn
@@ -48,7 +48,49 @@ class Reference:
                     len(set(outputs)) != len(outputs):
                 raise InvalidArgument(f"@reference(outputs={outputs!r}): expected distinct names, one per output.")
         self.output_names = outputs if outputs is not None else _returned_names(fn)
+        # name -> the values a parameter may take (an operator's domain adds its own)
+        self.param_choices = {}
+        self.declare_choices(params or {})
         functools.update_wrapper(self, fn)
+
+    def declare_choices(self, choices: dict) -> None:
+        """Record the values each named parameter may take (``check_params`` holds strings
+        and booleans to them; numbers need only the type)."""
+        for name, values in choices.items():
+            if name not in self.param_names:
+                raise InvalidArgument(f"{self.name}: no keyword parameter {name!r} to declare choices for; it "
+                                      f"takes {self.param_names or 'none'}.")
+            self.param_choices[name] = tuple(values)
+
+    def check_params(self, params: dict) -> dict:
+        """``params`` if every name is one of the program's keyword parameters and every value
+        fits it: one of its declared choices where those are strings or booleans (a value
+        outside them would take some else-branch of the program and judge the wrong plan),
+        else of the type of its choices or default.  Raises InvalidArgument saying what fits."""
+        if not isinstance(params, dict):
+            raise InvalidArgument(f"params={params!r}: expected a dict of {self.name}'s keyword parameters "
+                                  f"({self.param_names or 'it takes none'}).")
+        unknown = set(params) - set(self.param_names)
+        if unknown:
+            raise InvalidArgument(
+                f"unknown parameter(s) {sorted(unknown)} for {self.name}; it takes "
+                f"{self.param_names or 'no keyword parameters'}.")
+        for name, value in params.items():
+            choices = self.param_choices.get(name, ())
+            if choices and all(isinstance(c, (str, bool)) or c is None for c in choices):
+                if value not in choices or type(value) is not type(next(c for c in choices if c == value)):
+                    raise InvalidArgument(f"parameter {name}={value!r} of {self.name}: expected one of "
+                                          f"{list(choices)}.")
+                continue
+            like = choices[0] if choices else self.param_defaults.get(name)
+            if like is None or isinstance(value, torch_tensor_type()):
+                continue
+            if isinstance(like, bool) != isinstance(value, bool) or (
+                    isinstance(like, (int, float)) and not isinstance(value, (int, float))) or (
+                    isinstance(like, str) and not isinstance(value, str)):
+                raise InvalidArgument(f"parameter {name}={value!r} of {self.name}: expected a "
+                                      f"{type(like).__name__} (like {like!r}).")
+        return params
 
     def __call__(self, *args, **params):
         return self.fn(*args, **params)
@@ -121,14 +163,22 @@ def _returned_names(fn):
     return tuple(out) if len(set(out)) == len(out) else None
 
 
-def reference(fn=None, *, outputs=None):
+def torch_tensor_type():
+    import torch
+    return torch.Tensor
+
+
+def reference(fn=None, *, outputs=None, params=None):
     """Mark a function as a reference program: ``@no.reference``, or
-    ``@no.reference(outputs=("y", "rstd"))`` to name its outputs."""
+    ``@no.reference(outputs=("y", "rstd"), params={"casting": ("llama", "gemma")})`` to name
+    its outputs and declare the values a parameter may take."""
     if fn is None:
-        return lambda f: reference(f, outputs=outputs)
+        return lambda f: reference(f, outputs=outputs, params=params)
     if isinstance(fn, Reference):
-        return fn if outputs is None else Reference(fn.fn, outputs)
-    return Reference(fn, outputs)
+        if outputs is None and params is None:
+            return fn
+        return Reference(fn.fn, outputs if outputs is not None else fn.output_names, params)
+    return Reference(fn, outputs, params)
 
 
 # Other arithmetics of the language (the emulator's concrete kernel-like execution)

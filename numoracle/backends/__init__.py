@@ -100,9 +100,34 @@ def resolve(backend="auto", *, profile: str | None = None) -> Backend:
     return Backend(backend, "cuda" if backend == "gpu" else "cpu", profile or default_profile(backend))
 
 
+_SELECTED: list = []
+
+
 def select(backend="auto", *, profile: str | None = None) -> Backend:
     """``resolve(backend)`` prepared: what to call before a kernel is imported or run."""
-    return resolve(backend, profile=profile).prepare()
+    b = resolve(backend, profile=profile).prepare()
+    _SELECTED[:] = [b]
+    return b
+
+
+def selected() -> Backend | None:
+    """The backend this process selected last, or None."""
+    return _SELECTED[0] if _SELECTED else None
+
+
+def before_kernel_import() -> None:
+    """Called before numoracle imports a module that defines kernels: when no backend has
+    been selected yet, select "auto" (the interpreter where there is no GPU), so that the
+    kernels are decorated as the backend will run them."""
+    if not _SELECTED:
+        select("auto")
+
+
+# what a launch on a machine without a GPU says when its kernel was decorated for one
+NO_DRIVER = "active drivers"
+NO_DRIVER_HINT = ("the kernel was decorated as a compiled GPU kernel, but there is no GPU here: choose the interpreter "
+                  "before the module defining the kernel is imported (numoracle.backends.select('interpreter'), "
+                  "--backend interpreter, or TRITON_INTERPRET=1 in the environment)")
 
 
 __all__ = ["NAMES", "Backend", "resolve", "select"]

@@ -109,6 +109,31 @@ def add_out(p, help="also write the JSON report to this file") -> None:
     p.add_argument("--out", default=None, metavar="PATH", help=help)
 
 
+def add_params(p) -> None:
+    p.add_argument("--param", action="append", default=None, metavar="NAME=VALUE",
+                   help="fix an operator parameter (repeatable; VALUE as a Python literal, else a string), "
+                        "e.g. --param casting=llama --param eps=1e-5 (default: drawn from the operator's domain)")
+
+
+def params(args, op) -> dict:
+    """The --param values, checked against the operator's reference: {name: value}."""
+    import ast
+    out = {}
+    for item in args.param or ():
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise InvalidArgument(f"--param {item!r}: expected NAME=VALUE, e.g. --param casting=llama.")
+        try:
+            value = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            value = text.strip()
+        out[name] = value
+    if out:
+        op.reference.check_params(out)
+    return out
+
+
 def add_executor(p) -> None:
     from ..studies.executors import add_arguments
     add_arguments(p)

@@ -17,6 +17,7 @@ def add_arguments(p) -> None:
     common.add_backend(p)
     common.add_format(p, default="bf16", choices=("bf16", "fp16", "fp32"))
     common.add_groups(p)
+    common.add_params(p)
     p.add_argument("--cases-per-group", type=common.positive_int, default=2, help="cases in each input group")
     p.add_argument("--rows", type=common.positive_int, default=4, help="rows of every case")
     p.add_argument("--cols", type=common.positive_int, default=96, help="columns of every case")
@@ -34,6 +35,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from .. import operators
     from ..studies.mutation.engine import kill_table, run_campaign
     from ..studies.mutation.mutators import MUTATORS
     kinds = None
@@ -48,7 +50,8 @@ def run(args) -> int:
     c = run_campaign(args.op, backend=args.backend, dtype=args.dtype, groups=groups,
                      per_group=args.cases_per_group, rows=args.rows, cols=args.cols, seed=args.seed,
                      max_mutants=args.max_mutants, kinds=kinds, k_ulp=args.k_ulp,
-                     n_cal=args.calibration_runs, progress=progress, deadline=deadline)
+                     n_cal=args.calibration_runs, progress=progress, deadline=deadline,
+                     params=common.params(args, operators.resolve(args.op)))
     d = c.to_dict()
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:

@@ -27,6 +27,7 @@ def add_arguments(p, command: str) -> None:
     p.add_argument("--max-rows", type=common.positive_int, default=None, help="cap drawn rows (check: 8)")
     p.add_argument("--max-cols", type=common.positive_int, default=None, help="cap drawn columns (check: 256)")
     common.add_groups(p)
+    common.add_params(p)
     p.add_argument("--corpus", default="corpora", help="where counterexamples are saved")
     p.add_argument("--no-save", action="store_true", help="do not save the counterexample")
     p.add_argument("--expect", default="accept", choices=("accept", "reject"),
@@ -55,6 +56,8 @@ def run(args, command: str) -> int:
     op = operators.resolve(args.op)
     groups = common.groups(args)
     fmts = common.formats(args, op)
+    fixed = common.params(args, op)
+    choices = {k: (v,) for k, v in fixed.items()} or None
     seconds = args.seconds
     if command == "fuzz":
         from ..studies.executors import wants_executor
@@ -65,7 +68,7 @@ def run(args, command: str) -> int:
         examples = 12 if args.examples is None else args.examples
         max_rows, max_cols = args.max_rows or 8, args.max_cols or 256
         explicit = explicit_cases(op, formats=fmts, groups=groups, rows=args.rows or 4, cols=args.cols or 96,
-                                  seed=args.seed)
+                                  seed=args.seed, params=fixed)
         database = None
     else:
         examples = 10**9 if args.examples is None else args.examples
@@ -75,7 +78,8 @@ def run(args, command: str) -> int:
         explicit = ()
         database = None if args.database == "none" else args.database
     strategy = cases(op, formats=fmts, groups=groups, rows=args.rows, cols=args.cols,
-                     max_rows=None if args.rows else max_rows, max_cols=None if args.cols else max_cols)
+                     max_rows=None if args.rows else max_rows, max_cols=None if args.cols else max_cols,
+                     params=choices)
     corpus = None if args.no_save else args.corpus
     res = fuzz(op, args.kernel, backend=args.backend, mode=args.mode, max_examples=max(examples, 1) if examples else 1,
                seconds=seconds, strategy=strategy, explicit=explicit, seed=args.seed, database=database,
@@ -99,6 +103,9 @@ def print_result(res) -> None:
         d = s.to_dict()
         print(f"  {g:16s}" + "".join(f"{d[c]:>17d}" if c == "statistical_only" else f"{d[c]:>12d}"
                                       for c in STATUS_COLUMNS))
+    for g, why in sorted(res.uncertified_reasons.items()):
+        for reason, n in sorted(why.items(), key=lambda kv: -kv[1])[:3]:
+            print(f"  uncertified in {g}: {reason} ({n} case{'s' if n > 1 else ''})")
     for o in res.errors[:5]:
         print(f"  {o.status}: {o.case!r}: {o.error or 'NaN/inf where the reference is finite'}")
     for o in res.statistical_only[:3]:

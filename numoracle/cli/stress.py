@@ -20,6 +20,7 @@ def add_arguments(p) -> None:
     common.add_backend(p)
     common.add_format(p, default="bf16", choices=("bf16", "fp16", "fp32"))
     common.add_groups(p)
+    common.add_params(p)
     p.add_argument("--examples", type=common.positive_int, default=10, help="Hypothesis examples per group")
     p.add_argument("--max-rows", type=common.positive_int, default=8, help="cap drawn rows")
     p.add_argument("--max-cols", type=common.positive_int, default=256, help="cap drawn columns")
@@ -47,12 +48,14 @@ def _configs(args):
 
 
 def run(args) -> int:
+    from .. import operators
     from ..studies.stress import stress
     atols, rtols = _configs(args)
     report = stress(args.op, atols=atols, rtols=rtols, backend=args.backend, dtype=args.dtype,
                     groups=common.groups(args), examples=args.examples, max_rows=args.max_rows,
                     max_cols=args.max_cols, mutants=args.mutants, fault_cases=args.fault_cases,
                     corpus=args.corpus or None, seed=args.seed,
+                    params=common.params(args, operators.resolve(args.op)),
                     log=None if args.json else (lambda s: print(s, file=sys.stderr, flush=True)))
     configs, saved, numoracle_fa = report["configurations"], report["saved_cases"], report["numoracle_rejects_on_correct"]
     faults = report["faulty_and_mutants"]

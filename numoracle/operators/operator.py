@@ -63,9 +63,12 @@ def _spec_of(kernel) -> str:
 
 
 def load_kernel(spec):
-    """A kernel from its spec: a callable as it is, or ``module:function[:picked outputs]``."""
+    """A kernel from its spec: a callable as it is, or ``module:function[:picked outputs]``
+    (imported after a backend is chosen: ``backends.before_kernel_import``)."""
     if callable(spec):
         return spec
+    from ..backends import before_kernel_import
+    before_kernel_import()
     mod, fn, *pick = spec.split(":")
     return pick_outputs(getattr(importlib.import_module(mod), fn), pick[0] if pick else None)
 
@@ -114,6 +117,12 @@ class Operator:
         self.domain = domain if domain is not None else Domain()
         if not isinstance(self.domain, Domain):
             raise InvalidArgument(f"Operator({name!r}, domain={domain!r}): expected a numoracle.Domain.")
+        unknown = set(self.domain.params) - set(reference.param_names)
+        if unknown:
+            raise InvalidArgument(f"Operator({name!r}): the domain gives choices for {sorted(unknown)}, which "
+                                  f"{reference.name} does not take (it takes {reference.param_names}).")
+        # the reference holds every verdict's parameters to the domain's choices
+        reference.declare_choices({k: v for k, v in self.domain.params.items() if k not in reference.param_choices})
         self._kernel_objects = dict(kernels)
         self.kernel_specs = {k: _spec_of(v) for k, v in kernels.items()}
         self._faulty_objects = dict(faulty or {})
@@ -151,6 +160,13 @@ class Operator:
                                   f"with f(seed, dtype, family, rows, cols) -> (inputs, params), e.g. with "
                                   f"numoracle.strategies.fill for the bulk.")
         return self.make_example(seed, dtype, family, rows, cols)
+
+    def fixed_params(self, given: dict) -> dict:
+        """``{name: (value,)}`` choices fixing each given parameter, checked against the
+        reference (``Reference.check_params``): what ``--param NAME=VALUE`` passes to the
+        strategies."""
+        self.reference.check_params(dict(given))
+        return {k: (v,) for k, v in given.items()}
 
     def has_kernel(self, spec: str) -> bool:
         """Whether ``spec`` names one of this operator's kernels: a kernel or variant, or a

@@ -113,7 +113,11 @@ def execute(kernel, inputs, params, config=(), *, timeout=None, device="cpu", is
         if _timed_out(exc):
             return Execution("timeout", error=f"no return within {timeout or 0:g} s",
                              seconds=time.perf_counter() - t0)
-        return Execution("error", error=f"{type(exc).__name__}: {exc}"[:500], error_type=type(exc).__name__,
+        text = f"{type(exc).__name__}: {exc}"
+        from ..backends import NO_DRIVER, NO_DRIVER_HINT
+        if NO_DRIVER in str(exc):
+            text = f"{text[:300]} ({NO_DRIVER_HINT})"
+        return Execution("error", error=text[:800], error_type=type(exc).__name__,
                          traceback=traceback.format_exc()[-1500:], seconds=time.perf_counter() - t0)
     return Execution("ok", outs, seconds=time.perf_counter() - t0)
 
@@ -151,6 +155,8 @@ def judge(op, kernel, inputs, params, config=(), *, backend="interpreter", mode=
                   inputs=inputs, params=params, outputs=outs)
     if status == "reject" and classify:
         out.failure_class = failure_class(v)
+    if status == "uncertified":
+        out.uncertified_reasons = tuple(v.certificate.reason_kinds()) or ("no finite bound",)
     return out
 
 

@@ -11,11 +11,12 @@ within the per-case limit).  None of them ends a run.
 from __future__ import annotations
 
 import math
-import re
 import time
 from dataclasses import dataclass, field
 
 import torch
+
+from ..certificates import site_kind
 
 STATUSES = ("accept", "reject", "statistical_only", "uncertified", "error", "nan", "timeout")
 EXIT_REASONS = ("examples exhausted", "time budget", "first counterexample", "interrupted")
@@ -30,6 +31,8 @@ class Outcome:
     seconds: float = 0.0
     score: float | None = None          # worst |kernel - centre| / half-width, the target() value
     failure_class: tuple | None = None  # (output, kind, dominant site) of a reject
+    # why an uncertified verdict is (certificate.reason_kinds(): 'range: <site>', 'domain: ...')
+    uncertified_reasons: tuple = ()
     inputs: tuple = field(default=(), repr=False)
     params: dict = field(default_factory=dict, repr=False)
     outputs: object = field(default=None, repr=False)
@@ -55,6 +58,8 @@ class Outcome:
             d["score"] = self.score
         if self.failure_class:
             d["failure_class"] = list(self.failure_class)
+        if self.uncertified_reasons:
+            d["uncertified_reasons"] = list(self.uncertified_reasons)
         return d
 
 
@@ -109,16 +114,6 @@ def failure_class(verdict) -> tuple | None:
     return (o.name, kind, site)
 
 
-_COUNT = re.compile(r"(?<![:\w.])\d+(?![\w.])")
-
-
-def site_kind(label: str) -> str:
-    """A site label without its sizes ("fp32 sum over 96 ..." -> "fp32 sum over
-    n ..."): deleting columns keeps the same site, only the count changes.
-    Source positions ("(rms_norm:83)") are kept."""
-    return _COUNT.sub("n", label)
-
-
 @dataclass
 class GroupStats:
     cases: int = 0
@@ -159,9 +154,15 @@ class RunResult:
     elapsed: float = 0.0
     shrink_seconds: float = 0.0
     shrink_evaluations: int = 0
+    # group -> {why a verdict was uncertified -> cases}
+    uncertified_reasons: dict = field(default_factory=dict)
 
     def record(self, out: Outcome, group: str) -> None:
         self.groups.setdefault(group, GroupStats()).add(out.status)
+        if out.status == "uncertified":
+            why = self.uncertified_reasons.setdefault(group, {})
+            for r in out.uncertified_reasons or ("no finite bound",):
+                why[r] = why.get(r, 0) + 1
 
     @property
     def totals(self) -> GroupStats:
@@ -198,6 +199,8 @@ class RunResult:
                 "verdict": ce.verdict.to_dict() if ce.verdict is not None else None},
             "saved": self.saved,
             "shrink": {"seconds": round(self.shrink_seconds, 2), "evaluations": self.shrink_evaluations},
+            "uncertified_reasons": {g: dict(sorted(r.items(), key=lambda kv: -kv[1]))
+                                    for g, r in sorted(self.uncertified_reasons.items())},
             "statistical_only": [o.summary() for o in self.statistical_only],
             "errors": [o.summary() for o in self.errors],
             "other_rejects": [o.summary() for o in self.other_rejects],

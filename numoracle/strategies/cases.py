@@ -247,9 +247,10 @@ def cases(op, *, formats=None, groups=None, rows=None, cols=None, max_rows=None,
     return Lazy("cases", (name,), kwargs, build)
 
 
-def explicit_cases(op, *, formats=None, groups=None, rows=4, cols=96, seed=0) -> list:
-    """One case per input-shift group (calibration first), the default shape
-    clamped into the operator's domain: the stratified start of ``check``."""
+def explicit_cases(op, *, formats=None, groups=None, rows=4, cols=96, seed=0, params=None) -> list:
+    """One case per input-shift group (calibration first), the default shape clamped into
+    the operator's domain and the parameters' first choices (or ``params``, {name: value}):
+    the stratified start of ``check``."""
     from .. import operators
     o = operators.resolve(op)
     dom = o.domain
@@ -258,7 +259,8 @@ def explicit_cases(op, *, formats=None, groups=None, rows=4, cols=96, seed=0) ->
     m = dom.cols_multiple_of
     c = min(max(cols, dom.cols[0]), dom.cols[1])
     c = max(m, c - c % m)
-    params = tuple(sorted((k, v[0]) for k, v in dom.params.items()))
+    chosen = {**{k: v[0] for k, v in dom.params.items()}, **(params or {})}
+    params = tuple(sorted(chosen.items()))
     return [Case(o.name, fmt, r, c, g, 0, (), params, (), seed + i)
             for i, g in enumerate(groups or tuple(GROUPS))]
 
@@ -283,7 +285,7 @@ def fit_shape(op, rows: int, cols: int):
 
 
 def group_cases(op, groups=None, per_group: int = 3, fmt: str = "bf16", rows: int = 4, cols: int = 96,
-                seed: int = 0) -> list:
+                seed: int = 0, params=None) -> list:
     """``per_group`` cases in each input group, of one format and shape (moved into the
     domain); the operator's parameter choices cycle over the cases so each is exercised:
     the fixed cases of the mutation and stress studies."""
@@ -294,7 +296,7 @@ def group_cases(op, groups=None, per_group: int = 3, fmt: str = "bf16", rows: in
     if fmt not in op.domain.formats:
         raise InvalidArgument(f"{op.name} accepts formats {op.domain.formats}, not {fmt!r}.")
     rows, cols = fit_shape(op, rows, cols)
-    choices = op.domain.params
+    choices = {**op.domain.params, **{k: (v,) for k, v in (params or {}).items()}}
     out = []
     for gi, g in enumerate(groups):
         for i in range(per_group):

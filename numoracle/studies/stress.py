@@ -25,14 +25,16 @@ import types
 from ..errors import InvalidArgument
 
 
-def search_group(op, group, specs, atols, rtols, *, examples, dtype, max_rows, max_cols, backend, seed=0):
+def search_group(op, group, specs, atols, rtols, *, examples, dtype, max_rows, max_cols, backend, seed=0,
+                 params=None):
     """Hypothesis search in one input group; returns every judged run (correct kernel and variants)."""
     from hypothesis import HealthCheck, Phase, given, settings, target
 
     from ..strategies import cases
     from . import runs as CR
     strategy = cases(op, formats=[dtype], groups=[group], max_rows=max_rows, max_cols=max_cols, scale_exps=(0, 0),
-                     specials=0, seeds=(seed, seed + 2 ** 20))
+                     specials=0, seeds=(seed, seed + 2 ** 20),
+                     params={k: (v,) for k, v in (params or {}).items()} or None)
     found = []
 
     @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
@@ -71,7 +73,7 @@ def _save(op, run, corpus, backend):
 
 
 def stress(op_name, *, atols, rtols, backend="interpreter", dtype="bf16", groups=None, examples=10, max_rows=8,
-           max_cols=256, mutants=0, fault_cases=1, corpus=None, seed=0, log=None) -> dict:
+           max_cols=256, mutants=0, fault_cases=1, corpus=None, seed=0, log=None, params=None) -> dict:
     """The report of ``numoracle stress-tolerances``: every (atol, rtol) of the grid against
     the same runs numoracle judges (module docstring)."""
     from . import runs as CR
@@ -91,10 +93,11 @@ def stress(op_name, *, atols, rtols, backend="interpreter", dtype="bf16", groups
     per_group = {}
     for g in groups:
         per_group[g] = search_group(op, g, specs, atols, rtols, examples=examples, dtype=dtype,
-                                    max_rows=max_rows, max_cols=max_cols, backend=backend, seed=seed)
+                                    max_rows=max_rows, max_cols=max_cols, backend=backend, seed=seed,
+                                    params=params)
         log(f"{op.name} / {g}: {len(per_group[g])} runs ({time.time() - t0:.0f}s)")
     # faulty kernels and mutants on fixed cases
-    cases = group_cases(op, groups, fault_cases, dtype, 4, 96, seed)
+    cases = group_cases(op, groups, fault_cases, dtype, 4, 96, seed, params=params)
     base = CR.run_kernel(op, op.kernels["correct"], "correct", cases, [], backend=backend, rtols=rtols)
     keep_cases = [r.case for r in base if r.outcome != "crash"]
     base = [r for r in base if r.outcome != "crash"]

@@ -86,11 +86,8 @@ def run_reference(program, inputs, params, profile, condensed=True, nonfinite="e
         args.append(Tracked(v, fmt, FM.Form(), ctx, taint=taint))
     if traced:
         policy = torch.stack(any_bad).any() if any_bad else None
-    unknown = set(params) - set(program.param_names)
-    if unknown:
-        raise InvalidArgument(
-            f"unknown parameter(s) {sorted(unknown)} for {program.name}; it takes "
-            f"{program.param_names or 'no keyword parameters'}.")
+    if not traced:
+        program.check_params(params)
     out = program.fn(*args, **params)
     return outputs_list(out), ctx, policy
 

@@ -75,6 +75,45 @@ def attribution(verdict, out_name: str, flat: int) -> list[tuple[str, float]]:
     return sorted(((k, v) for k, v in merged.items() if v > 0.005), key=lambda kv: -kv[1])
 
 
+def _row_ranges(v, idx: tuple) -> list:
+    """'name in [lo, hi]' of each input's row holding the element at ``idx`` (the inputs
+    whose leading dimensions match it), for an uncertified element's explanation."""
+    run = v.reference_run
+    if run is None:
+        return []
+    out = []
+    for name, x in zip(run.program.input_names, run.inputs):
+        t = x[0] if isinstance(x, tuple) else x
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.ndim == 0:
+            continue
+        lead = idx[:-1] if len(idx) == t.ndim else ()
+        if len(lead) >= t.ndim:
+            continue
+        try:
+            row = t[lead].double() if lead else t.double()
+        except IndexError:
+            continue
+        fin = row[torch.isfinite(row)]
+        rng = f"[{_num(float(fin.min()))}, {_num(float(fin.max()))}]" if fin.numel() else "no finite value"
+        extra = f", {int((~torch.isfinite(row)).sum())} non-finite" if fin.numel() < row.numel() else ""
+        out.append(f"{name}{'[' + ', '.join(map(str, lead)) + ']' if lead else ''} in {rng}{extra}")
+    return out
+
+
+def _uncertified_lines(v, o, i) -> list:
+    """An uncertified element: not judged, and why (no accepted range: there is none)."""
+    idx = tuple(int(k) for k in torch.unravel_index(torch.tensor(i), o.kernel.shape)) if o.kernel.ndim else ()
+    y = float(o.kernel.reshape(-1)[i])
+    lines = [f"Uncertified element {o.name}[{', '.join(map(str, idx))}] (not judged)",
+             f"  kernel    = {_num(y)}  ({_bits(y, o.fmt)})"]
+    reasons = v.certificate.reasons() or ["the calculus has no finite bound for it (a non-finite centre or radius)"]
+    lines += [f"  why       = {r}" for r in reasons[:3]]
+    ranges = _row_ranges(v, idx)
+    if ranges:
+        lines.append("  inputs    = " + "; ".join(ranges))
+    return lines
+
+
 def explain(v) -> str:
     head = {"reject": "Kernel output outside its acceptance region",
             "accept": "Kernel output inside its acceptance region",
@@ -91,7 +130,9 @@ def explain(v) -> str:
     if v.confirmation:
         lines.append(fixed_input.CONFIRMATION_TEXT[v.confirmation])
     w = v.worst()
-    if w is not None:
+    if w is not None and bool(w[0].uncertified.reshape(-1)[w[1]]):
+        lines += _uncertified_lines(v, w[0], w[1])
+    elif w is not None:
         o, i, excess = w
         idx = tuple(int(k) for k in torch.unravel_index(torch.tensor(i), o.kernel.shape)) if o.kernel.ndim else ()
         y = float(o.kernel.reshape(-1)[i])

@@ -4,7 +4,6 @@ judgements in each mode (``verdicts``)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import torch

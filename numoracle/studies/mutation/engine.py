@@ -356,7 +356,7 @@ class Campaign:
 
 def run_campaign(op_name, *, backend="interpreter", dtype="bf16", groups=None, per_group=2, rows=4,
                  cols=96, seed=0, max_mutants=None, kinds=None, k_ulp=2.0, n_cal=8, progress=None,
-                 deadline=None) -> Campaign:
+                 deadline=None, params=None) -> Campaign:
     """The mutation campaign of one operator (module docstring)."""
     from ...backends import select
     backend = select(backend).name
@@ -366,7 +366,7 @@ def run_campaign(op_name, *, backend="interpreter", dtype="bf16", groups=None, p
                                k_ulp=k_ulp)
     oracles = ["numoracle"] + [b.name for b in baselines]
     tuned = next(b for b in baselines if b.name == "tuned").to_dict()
-    cases = group_cases(op, groups, per_group, dtype, rows, cols, seed)
+    cases = group_cases(op, groups, per_group, dtype, rows, cols, seed, params=params)
     # one evaluation of the reference per case, shared by every kernel, variant and mutant
     evaluations: dict = {}
     correct = CR.run_kernel(op, op.kernels["correct"], "correct", cases, baselines, backend=backend,
