@@ -162,7 +162,7 @@ def check_modes(program, outputs, inputs, params=None, *, modes=MODES, backend="
                                             modes)
             outs.append(Judged(names[j], reg.fmt, decoded[j], reg.centre, reg.fixed, reg.stat, reg.taint,
                                modes, rejected, special))
-    if plan is not None:
+    if plan is not None and QZ.compiles(refs):
         plan.learn(ctx.sites, names, [r.fmt for r in refs], [reg is None for reg in regions], refs[0].c.device)
     return _verdicts(program, modes, p, confirm, assumptions, outs, Certificate(ctx.sites, inputs=policy),
                      (program, inputs, params, prof, nonfinite))
@@ -197,11 +197,12 @@ def evaluate(program, inputs, kernel_outs, params, prof, p, nonfinite, traced=Fa
             raise InvalidArgument(
                 f"output {name} is {yfmt} but {program.name} stores it in {fmt}; check the kernel's "
                 f"output dtype or the reference's final cast.")
-        if tuple(y.shape) != tuple(r.c.shape):
+        stored = tuple(getattr(r, "stored_shape", r.c.shape))     # packed fp4 codes: two per byte
+        if tuple(y.shape) != stored:
             raise InvalidArgument(
                 f"output {name} has shape {tuple(y.shape)} but {program.name} produces "
-                f"{tuple(r.c.shape)}; check the kernel's output or reshape it.")
-        yv = F.decode(y, fmt)
+                f"{stored}; check the kernel's output or reshape it.")
+        yv = F.decode(y, getattr(r, "layout", None) or fmt)
         if yv.device != r.c.device:
             yv = yv.to(r.c.device)
         decoded.append(yv)
