@@ -37,6 +37,8 @@ defect (``status()`` key) what the bare interpreter does / what install does
                           ~0.5 ulp: more accurate than the GPU's libdevice).
 ``tl_math``               probed (``tl.math.rsqrt``/``erf``, ``tl.exp``);
                           these builtins work upstream on 3.6-3.9.
+``dot_scaled_fp8``        ``tl.dot_scaled`` loses e5m2 subnormal operands;
+                          repaired in ``_mx_repairs`` (its own table).
 ``autotune``              ``triton.autotune`` benchmarks, which needs a GPU
                           driver; repaired: an interpreted autotuned kernel
                           runs one chosen config (see below), no benchmark.
@@ -94,6 +96,7 @@ from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
+from . import _mx_repairs
 from . import _triton_compat as _compat
 
 __all__ = [
@@ -126,6 +129,7 @@ DEFECTS = (
     "libdevice",
     "tl_math",
     "autotune",
+    "dot_scaled_fp8",       # microscaling: numoracle/backends/_mx_repairs.py
 )
 
 AUTOTUNE_ENV = "NUMORACLE_AUTOTUNE_CONFIG"
@@ -1085,6 +1089,8 @@ _REPAIRS: Dict[str, Callable[[], None]] = {
     "libdevice": _repair_libdevice,
     "tl_math": _repair_tl_math,
     "autotune": _repair_autotune,
+    # ---- microscaling repairs live in their own module (moved as one piece)
+    "dot_scaled_fp8": lambda: _mx_repairs.repair(_patcher.set),
 }
 
 
@@ -1317,6 +1323,7 @@ _PROBES: Dict[str, Callable[[], tuple]] = {
     "libdevice": _probe_libdevice,
     "tl_math": _probe_tl_math,
     "autotune": _probe_autotune,
+    "dot_scaled_fp8": lambda: _mx_repairs.probe(),
 }
 
 
