@@ -53,9 +53,6 @@ NVFP4_SCALE_FLOOR = 2.0 ** -6      # e4m3fn's smallest normal
 NVFP4_ELEMENT_MAX = 6.0            # e2m1's largest value
 NVFP4_TENSOR_DIVISOR = NVFP4_SCALE_MAX * NVFP4_ELEMENT_MAX   # 2688, exact in fp32
 
-ASSUMPTIONS = (
-    "MX/NVFP4 codes are judged conditioned on the kernel's stored scales (docs/design.md §4.5)",
-)
 
 
 # --------------------------------------------------------------------------- pure functions
@@ -385,6 +382,10 @@ def quantize_nvfp4(x: Tracked, *, tensor_scale: Tracked | None = None, block: in
                                   "the program), or None for the kernel's own amax / (448·6).")
         if tensor_scale.fmt is not F.fp32:
             raise InvalidArgument(f"quantize_nvfp4: the tensor scale is fp32, got {tensor_scale.fmt}.")
+        if not tensor_scale.form.is_zero():
+            raise InvalidArgument("quantize_nvfp4: a given tensor scale must be exact (an fp32 input of the "
+                                  "program, as the kernel receives it); for one the kernel computes, pass "
+                                  "tensor_scale=None and return q.tensor_scale.")
     if not (eps > 0 and math.isfinite(eps)):
         raise InvalidArgument(f"eps={eps!r}: the tensor amax floor must be a positive finite number.")
     layout = _layout(packed, F.e2m1, "quantize_nvfp4")
