@@ -175,7 +175,8 @@ def _fp32_amaxes(fmt):
     out = [0.0]
     for k in range(-149, 128):
         p = 2.0 ** k
-        out += [p, float(np.nextafter(np.float32(p), np.float32(np.inf))), float(np.nextafter(np.float32(p), np.float32(0)))]
+        p32 = np.float32(p)
+        out += [p, float(np.nextafter(p32, np.float32(np.inf))), float(np.nextafter(p32, np.float32(0)))]
         if k > -149:
             out.append(1.5 * p)
     for j in range(-160, 128):

@@ -94,6 +94,13 @@ def test_nvfp4_with_a_given_tensor_scale():
     v = no.check(nv_given_ref, (q, s), (x, ts * 2), mode="fixed")       # judged against another ts
     assert v.status == "reject" and v.outputs[1].rejected.any()
 
+    @no.reference
+    def computed_ts(x, ts):
+        q = no.quantize_nvfp4(x.to(fp32), tensor_scale=ts * 1.5)
+        return q.codes, q.scales
+    with pytest.raises(InvalidArgument, match="given tensor scale must be exact"):
+        no.check(computed_ts, (q, s), (x, ts))
+
 
 # ------------------------------------------------------------------ faults, each at its step
 
@@ -250,7 +257,8 @@ def test_mx_dequantized_encloses_the_represented_value(seed, fmt, rule, top):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(2, 64, generator=g, dtype=torch.float64)
     if top:
-        x[:, ::32] = torch.sign(x[:, ::32]) * 1.99 * 2.0 ** torch.randint(3, 7, (2, 2), generator=g).double()  # the block max
+        # the block maxima
+        x[:, ::32] = torch.sign(x[:, ::32]) * 1.99 * 2.0 ** torch.randint(3, 7, (2, 2), generator=g).double()
     x = x.float()
     q, s = torch_mx_quantize(x, fmt, rule)
     layout = F.Packed(F.e2m1) if fmt == "e2m1" else None

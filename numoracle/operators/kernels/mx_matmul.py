@@ -263,4 +263,5 @@ def dot_scaled_supported(backend: str) -> tuple[bool, str]:
     if hasattr(I.InterpreterBuilder, "create_dot_scaled"):
         return True, ""
     import triton
-    return False, f"Triton {triton.__version__}'s interpreter has no tl.dot_scaled (InterpreterBuilder.create_dot_scaled)"
+    return False, (f"Triton {triton.__version__}'s interpreter has no tl.dot_scaled "
+                   "(InterpreterBuilder.create_dot_scaled)")

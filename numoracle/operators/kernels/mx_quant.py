@@ -106,7 +106,8 @@ def _pack_pair(first, second, LOW_FIRST: tl.constexpr):
 @triton.jit
 def _mx_quant_kernel(y_ptr, q_ptr, s_ptr, n_cols, n_blocks, q_row_stride, s_row_stride,
                      BLOCK: tl.constexpr, BPP: tl.constexpr, FMAX: tl.constexpr, OVER: tl.constexpr,
-                     EMAX: tl.constexpr, RULE: tl.constexpr, VIA_LOG2: tl.constexpr, FP4: tl.constexpr, LOW_FIRST: tl.constexpr,
+                     EMAX: tl.constexpr, RULE: tl.constexpr, VIA_LOG2: tl.constexpr, FP4: tl.constexpr,
+                     LOW_FIRST: tl.constexpr,
                      PACK_BY_SPLIT: tl.constexpr, FAULT: tl.constexpr):
     """BPP consecutive blocks of one row per program: a [BPP, BLOCK] tile (FP4: its even and
     odd columns as two [BPP, BLOCK/2] tiles, or the whole tile split after rounding)."""
