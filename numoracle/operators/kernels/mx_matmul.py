@@ -61,7 +61,10 @@ def _codes_tile(ptr, rows, ks, row_ok, k_ok, stride_r, FMT: tl.constexpr, LOW_FI
             raw = tl.load(ptr + rows[:, None] * stride_r + byte_k[None, :], mask=row_ok[:, None] & k_ok[None, :],
                           other=0).to(tl.int32)
             odd = (ks % 2)[None, :]
-        high = (odd == 1) == LOW_FIRST
+        if LOW_FIRST:
+            high = odd == 1
+        else:
+            high = odd == 0
         return _e2m1_value(tl.where(high, raw >> 4, raw & 0xF))
     if TRANSPOSED:
         return tl.load(ptr + rows[None, :] * stride_r + ks[:, None], mask=k_ok[:, None] & row_ok[None, :],
