@@ -19,7 +19,8 @@ __all__ = [
     "reference", "Reference", "sum", "mean", "max", "min", "logsumexp", "matmul",
     "where", "maximum", "minimum", "clamp", "gather", "cat",
     "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh", "erf",
-    "sin", "cos", "reciprocal", "div", "mul", "div_rn", "quantize_group",
+    "sin", "cos", "reciprocal", "div", "mul", "div_rn", "quantize_group", "quantize_mx", "quantize_nvfp4",
+    "dequantize",
 ]
 
 
@@ -349,3 +350,48 @@ def quantize_group(x, group, fmt="e4m3fn", scale_rule="fp32", *, fmax=None, eps=
                               "emulator has no quantizer yet.")
     from .calculus.quant import quantize_group as qg
     return qg(x, group, fmt, scale_rule, fmax=fmax, eps=eps)
+
+
+def _calculus_only(x, who: str):
+    from .calculus.tracked import Tracked
+    if not isinstance(x, Tracked):
+        _impl(x)   # raises the usual message for non-tracked values
+        raise InvalidArgument(f"{who} runs under numoracle.check (the error calculus); the emulator has no "
+                              "quantizer yet.")
+
+
+def quantize_mx(x, fmt="e4m3fn", scale_rule="floor", *, block=32, packed=None):
+    """MX (OCP Microscaling) quantization of fp32 ``x`` along its last axis, ``block``
+    values per E8M0 scale: returns an object with ``.codes`` and ``.scales`` (outputs
+    judged in two steps: admissible scale, then codes conditioned on the kernel's
+    stored scale) and ``.dequantized`` (codes·scale as a tracked value carrying the
+    quantization error, clamping included).  ``fmt``: "e4m3fn", "e5m2" or "e2m1";
+    ``scale_rule``: "floor" (OCP: 2^(floor(log2 amax) − emax), the largest elements
+    clamp) or "ceil" (2^ceil(log2(amax/fmax)), none clamps).  ``packed``: for e2m1,
+    "low_first" or "high_first" (two codes per byte, which nibble holds the first),
+    None for one code per byte."""
+    _calculus_only(x, "quantize_mx")
+    from .calculus.quant_mx import quantize_mx as qm
+    return qm(x, fmt, scale_rule, block=block, packed=packed)
+
+
+def quantize_nvfp4(x, *, tensor_scale=None, block=16, packed="low_first", eps=1e-10):
+    """NVFP4 quantization of fp32 ``x`` along its last axis: e2m1 codes in blocks of 16,
+    an e4m3 block scale RN(fl32(fl32(amax/6)/ts)) clamped to [2^-6, 448], and an fp32
+    tensor scale ts = fl32(max(amax, eps)/2688) - or ``tensor_scale``, an fp32 input of
+    the program.  Returns ``.codes``, ``.scales``, ``.tensor_scale`` (None when given)
+    and ``.dequantized``; the block scales are judged conditioned on the kernel's
+    stored tensor scale, the codes on both stored scales.  ``packed``: nibble order of
+    the codes, or None for one code per byte."""
+    _calculus_only(x, "quantize_nvfp4")
+    from .calculus.quant_mx import quantize_nvfp4 as qn
+    return qn(x, tensor_scale=tensor_scale, block=block, packed=packed, eps=eps)
+
+
+def dequantize(codes, scales, block, *, tensor_scale=None):
+    """Stored block-scaled values codes·scale (·tensor_scale) as fp32: codes [..., K],
+    scales [..., K/block] (E8M0, e4m3 or fp32) repeated over their blocks; exact while
+    the products stay normal (the inputs of a scaled matmul)."""
+    _calculus_only(codes, "dequantize")
+    from .calculus.quant_mx import dequantize as dq
+    return dq(codes, scales, block, tensor_scale)

@@ -614,8 +614,11 @@ def test_decode_and_encode_argument_errors():
     assert F.decode(x32[:1], F.tf32).tolist() == [1.0]
     with pytest.raises(InvalidArgument, match="not values of tf32"):
         F.decode(x32, F.tf32)
-    with pytest.raises(InvalidArgument, match="float4_e2m1fn_x2"):
-        F.decode(torch.zeros(2, dtype=torch.uint8).view(torch.float4_e2m1fn_x2))
+    # torch's float4_e2m1fn_x2 defines its layout: the first of each pair in the low nibble
+    packed = torch.tensor([0x21, 0xF7], dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
+    assert F.decode(packed).tolist() == [0.5, 1.0, 6.0, -6.0]
+    with pytest.raises(InvalidArgument, match="float4_e2m1fn_x2 tensor holds e2m1"):
+        F.decode(packed, F.e4m3fn)
     scales = F.encode(t64([1.0, 2.0**-127, 2.0**127, math.nan]), F.e8m0)
     assert scales.dtype == torch.uint8 and scales.tolist() == [127, 0, 254, 255]
 

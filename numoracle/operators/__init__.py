@@ -117,7 +117,7 @@ _register(Operator("kl_div", R.kl_div, {
 
 # Further operators register themselves from their own modules (one per source
 # library / family), so the registry file does not grow with every operator.
-_EXTENSIONS = ("ops_liger", "ops_unsloth", "ops_vllm", "ops_backward", "upstream_liger")
+_EXTENSIONS = ("ops_liger", "ops_unsloth", "ops_vllm", "ops_backward", "upstream_liger", "ops_mx")
 
 
 def _load_extensions() -> None:

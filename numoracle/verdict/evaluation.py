@@ -179,11 +179,12 @@ def decode_outputs(ev: Evaluation, kernel_outs) -> list:
             raise InvalidArgument(
                 f"output {name} is {yfmt} but {program.name} stores it in {fmt}; check the kernel's "
                 f"output dtype or the reference's final cast.")
-        if tuple(y.shape) != tuple(r.c.shape):
+        stored = tuple(getattr(r, "stored_shape", r.c.shape))     # packed fp4 codes: two per byte
+        if tuple(y.shape) != stored:
             raise InvalidArgument(
                 f"output {name} has shape {tuple(y.shape)} but {program.name} produces "
-                f"{tuple(r.c.shape)}; check the kernel's output or reshape it.")
-        yv = F.decode(y, fmt)
+                f"{stored}; check the kernel's output or reshape it.")
+        yv = F.decode(y, getattr(r, "layout", None) or fmt)
         if yv.device != r.c.device:
             yv = yv.to(r.c.device)
         decoded.append(yv)

@@ -37,6 +37,9 @@ defect (``status()`` key) what the bare interpreter does / what install does
                           ~0.5 ulp: more accurate than the GPU's libdevice).
 ``tl_math``               probed (``tl.math.rsqrt``/``erf``, ``tl.exp``);
                           these builtins work upstream on 3.6-3.9.
+``dot_scaled_fp8``        ``tl.dot_scaled`` widens fp8 operands through
+                          float16, losing e5m2 subnormals; repaired:
+                          decoded by their bits (``dot_scaled``).
 ``autotune``              ``triton.autotune`` benchmarks, which needs a GPU
                           driver; repaired: an interpreted autotuned kernel
                           runs one chosen config (see below), no benchmark.
@@ -85,7 +88,7 @@ or by the setting ``autotune_config`` (``numoracle.settings``; environment varia
 to match ``Config.all_kwargs()``.
 
 The package: one module per kind of repair (``casts``, ``arithmetic``, ``reductions``,
-``dot``, ``libdevice``, ``autotune``), the ``probes`` that detect each defect, the numpy
+``dot``, ``dot_scaled``, ``libdevice``, ``autotune``), the ``probes`` that detect each defect, the numpy
 ``rounding`` the repairs store with (built on ``numoracle.formats.round``), and all of
 their state in ``_state``.
 """
@@ -104,6 +107,7 @@ from .arithmetic import repair_bf16_arithmetic, repair_float_scalar_args, repair
 from .autotune import repair_autotune
 from .autotune import set_autotune_config as set_autotune_config
 from .casts import repair_bf16_casts, repair_fp8_casts, repair_fp16_casts
+from .dot_scaled import repair_dot_scaled_fp8
 from .libdevice import repair_libdevice, repair_tl_math
 from .probes import DEFECTS as DEFECTS
 from .probes import bare_probes, run_probes
@@ -132,6 +136,7 @@ REPAIRS = {
     "libdevice": repair_libdevice,
     "tl_math": repair_tl_math,
     "autotune": repair_autotune,
+    "dot_scaled_fp8": repair_dot_scaled_fp8,
 }
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import _triton_compat as compat
 from ._state import STATE as state
+from .dot_scaled import probe_dot_scaled_fp8
 from .libdevice import _special
 from .rounding import bf16_bits_to_f32, fp8_bits_to_f32, rne_fp8_bits
 
@@ -24,6 +25,7 @@ DEFECTS = (
     "libdevice",
     "tl_math",
     "autotune",
+    "dot_scaled_fp8",
 )
 
 
@@ -251,6 +253,7 @@ _PROBES: Dict[str, Callable[[], tuple]] = {
     "libdevice": _probe_libdevice,
     "tl_math": _probe_tl_math,
     "autotune": _probe_autotune,
+    "dot_scaled_fp8": probe_dot_scaled_fp8,
 }
 
 
