@@ -70,7 +70,9 @@ _BAD_INPUT_ERRORS = (TypeError, ValueError, RuntimeError, IndexError, AttributeE
                      NotImplementedError)
 
 
-def _check_params(program, params) -> None:
+def check_params(program, params) -> None:
+    """``Reference.check_params``, and no NaN among the numbers (it would make every value it
+    touches NaN): what a verdict holds its parameters to."""
     program.check_params(params)
     for k, v in params.items():
         if isinstance(v, float) and math.isnan(v):
@@ -127,7 +129,7 @@ def run_reference(program, inputs, params, profile, condensed=True, nonfinite="e
     if traced:
         policy = torch.stack(any_bad).any() if any_bad else None
         return outputs_list(program.fn(*args, **params)), ctx, policy
-    _check_params(program, params)
+    check_params(program, params)
     devices = {x.device for x in (y[0] if isinstance(y, tuple) else y for y in inputs)}
     if len(devices) > 1:
         raise InvalidArgument(f"{program.name}'s inputs are on several devices ({_described(names, inputs)}); "
@@ -267,4 +269,4 @@ class ReferenceRun:
 
 
 __all__ = ["NONFINITE_POLICIES", "NONFINITE_POLICY_TEXT", "Evaluation", "ReferenceRun", "Region",
-           "as_input", "decode_outputs", "evaluate", "output_names", "outputs_list", "run_reference"]
+           "as_input", "check_params", "decode_outputs", "evaluate", "output_names", "outputs_list", "run_reference"]
