@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "stress-tolerances": ("numoracle.stress", "search (atol, rtol) configurations for false alarms and misses"),
     "campaign": ("numoracle.campaign", "the paper's evaluation on one backend (resumable; --quick for CI)"),
     "report": ("numoracle.campaign.report", "HTML and Markdown report of a campaign directory"),
+    "plan": ("numoracle.plan.cli", "the kernel's precision plan from its compiled Triton IR, checked against the reference"),
 }
 
 STATUS_COLUMNS = ("cases", "accept", "reject", "statistical_only", "uncertified", "error", "nan", "timeout")

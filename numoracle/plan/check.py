@@ -245,7 +245,8 @@ class _Cones:
         if s is None:
             s = lvl.site
         w = s.where
-        key = (stack, w.file, w.line, w.col, w.chain, s.kind if lvl is None or s.kind != "arith" else "loop", s.op)
+        key = (stack, w.file, w.line, w.col, w.chain, s.kind if lvl is None or s.kind != "arith" else "loop", s.op,
+               s.ordinal)
         self.items[key] = (stack, s, lvl)
         return Cone(frozenset([key]))
 
@@ -413,7 +414,8 @@ def _level(c, op, s, stack) -> Level | None:
     else:
         return None
     w = lv.site.where
-    lv.key = (stack, w.file, w.line, w.col, w.chain, "loop" if lv.detail.get("loop") else lv.site.kind, lv.site.op)
+    lv.key = (stack, w.file, w.line, w.col, w.chain, "loop" if lv.detail.get("loop") else lv.site.kind, lv.site.op,
+              lv.site.ordinal)
     return lv
 
 

@@ -147,6 +147,9 @@ class Site:
     detail: dict = field(default_factory=dict)
     launch: int = 0              # index of the launch (or host step) in the capture
     ir: object = None            # the mlir.Op (None for host steps)
+    # among the operations of one kernel with the same name at the same source position
+    # (a * b * c: both products start at a), this one's place in program order
+    ordinal: int = 0
 
     def text(self) -> str:
         """One line: operation and formats."""
@@ -180,7 +183,8 @@ class Site:
                     + (f", maxNumImpreciseAcc={imp}" if imp else "") + (f"; {d['mma']}" if d.get("mma") else "")
                     + ")")
         if k == "fma":
-            return f"{self.fmt} multiply feeding an add: may be contracted into one FMA ({d.get('fusion')})"
+            into = "the reduction's additions" if d.get("into") == "reduction" else "an add"
+            return f"{self.fmt} multiply feeding {into}: may be contracted into one FMA ({d.get('fusion')})"
         if k == "atomic":
             return f"atomic {d.get('name')} in {self.fmt} (programs in any order)"
         if k == "round-int":
@@ -535,6 +539,16 @@ def reduction_order(layout: dict, shape: tuple, axis: int) -> dict:
 
 def extract(k: KernelIR, launch_index: int = 0) -> list:
     """Every site of one compiled launch, in program order."""
+    sites = _extract(k, launch_index)
+    seen = {}
+    for s in sites:
+        place = (s.where, s.op, s.kind)
+        s.ordinal = seen.get(place, 0)
+        seen[place] = s.ordinal + 1
+    return sites
+
+
+def _extract(k: KernelIR, launch_index: int) -> list:
     sites = []
     reduce_i = 0
     fusion = k.options.get("enable_fp_fusion")
@@ -569,6 +583,8 @@ def extract(k: KernelIR, launch_index: int = 0) -> list:
                 add("cast", src_fmt=src, rounds=not exact, rounding=_rounding_mode(op))
         elif n in ("arith.sitofp", "arith.uitofp") and is_low(fmt):
             add("cast", src_fmt="int", rounds=True, rounding="rtne")
+        elif n in ARITH and fmt and op.parent is not None and op.parent.name in ("tt.reduce", "tt.scan"):
+            continue                     # a reduction's combine: the reduce site stands for it
         elif n in ARITH and fmt:
             exact = _arith_exact(k, op)
             add("arith", rounds=not exact, detail={"name": ARITH[n]})
@@ -633,6 +649,11 @@ def extract(k: KernelIR, launch_index: int = 0) -> list:
             if cfmt is None:
                 continue
             summing = comb in ("arith.addf", "arith.subf")
+            src = k.def_op(op.operands[0]) if op.operands else None
+            if summing and src is not None and src.name == "arith.mulf" and not _arith_exact(k, src) \
+                    and len(k.users.get(op.operands[0], [])) == 1:
+                add("fma", fmt=cfmt, detail={"fusion": "fusion on" if fusion else "fusion off",
+                                             "enabled": bool(fusion), "into": "reduction"})
             add("reduce" if n == "tt.reduce" else "scan", fmt=cfmt, rounds=summing and order.get("n", 1) > 1,
                 detail={"combine": comb.split(".")[-1], "axis": axis, "shape": list(shape), "sum": summing,
                         "layout": lay, **order})

@@ -19,7 +19,7 @@ from ..errors import InvalidArgument
 FUNCTIONS = {"exp": "exp", "exp2": "exp", "log": "log", "log2": "log2", "rsqrt": "rsqrt", "sqrt": "sqrt",
              "sqrt_rn": "sqrt_rn", "sigmoid": "exp", "tanh": "tanh", "erf": "erf", "sin": "sin",
              "cos": "cos", "div_rn": "div_rn", "log1p": "log1p", "expm1": "expm1"}
-_LABEL = re.compile(r"^(.*?) \[([\w<>.]+?):(\d+)(?::(\d+))?(?:<[^\]]*)?\]$")
+_LABEL = re.compile(r"^(.*?) \[([\w<>.]+?):(\d+)(?::(\d+))?(?:@\d+)?(?:<[^\]]*)?\]$")
 _SUM = re.compile(r"^(\w+) sum over (\d+) \((.+) order\)$")
 _DOT = re.compile(r"^(\w+) dot over K=(\d+) \((.+?) order(, rounded products)?\)$")
 _ARITH = re.compile(r"^(\w+) (add|sub|mul)$")
