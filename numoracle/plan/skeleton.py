@@ -171,17 +171,11 @@ class _Launch:
                 return self.value(ops[0])        # x + 0, x * 1: no operation, no rounding
             if (n == "arith.addf" and ca == 0.0) or (n == "arith.mulf" and ca == 1.0):
                 return self.value(ops[1])
-            a = self.value(ops[0])
-            if n == "arith.divf" and self._is_row_length(ops[1]):
-                b = f"{self._row_input()}.shape[-1]"
-            else:
-                b = self.value(ops[1])
+            a, b = self.value(ops[0]), self.value(ops[1])
             return em.emit(named, f"{self._wrap(a)} {_BINARY[n]} {self._wrap(b)}", cm)
         if n in ("arith.sitofp", "arith.uitofp"):
-            d0 = k.defs.get(ops[0])
-            if d0 and d0[0] == "arg":
-                return f"float({self._scalar(self.args.get(k.func.args[d0[1]][0]))})"
-            return em.placeholder(f"an integer converted at {k.where(op).short()}")
+            i = self._int(ops[0])
+            return i if i.endswith("shape[-1]") else f"float({i})"
         if n == "arith.negf":
             return f"-{self._wrap(self.value(ops[0]))}"
         if n == "math.absf":
@@ -215,7 +209,7 @@ class _Launch:
     # ---- pieces
     @staticmethod
     def _wrap(e: str) -> str:
-        return e if re.fullmatch(r"[\w.]+(\[[^\]]*\])?", e) or (e.startswith("(") and e.endswith(")")) else f"({e})"
+        return e if re.fullmatch(r"-?[\w.]+(\[[^\]]*\]|\([\w.,\s=\-]*\))?", e) else f"({e})"
 
     def _scalar(self, a) -> str:
         if a is None:
@@ -226,27 +220,39 @@ class _Launch:
                 return k
         return repr(v)
 
+    def _int(self, name, depth: int = 0) -> str:
+        """An integer the kernel computes from its arguments (a row length, n - 1, ...)."""
+        import torch
+        k = self.k
+        d = k.defs.get(name)
+        if d is None or depth > 20:
+            return self.em.placeholder("an integer")
+        if d[0] == "arg":
+            a = self.args.get(k.func.args[d[1]][0])
+            rows = [t for _, t in self.em.inputs if isinstance(t, torch.Tensor) and t.dim() >= 1]
+            if a is not None and rows and a.value == rows[0].shape[-1] and \
+                    not any(p == a.value for p in self.em.params.values() if not isinstance(p, bool)):
+                return f"{self._row_input()}.shape[-1]"
+            return self._scalar(a)
+        if d[0] == "block":
+            return self.em.placeholder("a loop index")
+        op = d[0]
+        if op.name == "arith.constant":
+            m = re.match(r"^\s*(-?\d+)\s*$", op.text)
+            return m.group(1) if m else self.em.placeholder(f"the constant {op.text}")
+        if op.name in ("arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast") or op.name in K._PASS:
+            return self._int(op.operands[0], depth + 1)
+        sym = {"arith.addi": "+", "arith.subi": "-", "arith.muli": "*", "arith.divsi": "//"}.get(op.name)
+        if sym:
+            return f"({self._int(op.operands[0], depth + 1)} {sym} {self._int(op.operands[1], depth + 1)})"
+        return self.em.placeholder(f"the integer {op.name} at {k.where(op).short()}")
+
     def _row_input(self) -> str:
         import torch
         for name, t in self.em.inputs:
             if isinstance(t, torch.Tensor) and t.dim() >= 1 and t.is_floating_point():
                 return name
         return self.em.inputs[0][0]
-
-    def _is_row_length(self, name) -> bool:
-        """A divisor that is the row length passed as an integer argument (sum / n_cols)."""
-        import torch
-        op = self.k.def_op(name)
-        while op is not None and op.name in K._PASS:
-            op = self.k.def_op(op.operands[0])
-        if op is None or op.name not in ("arith.sitofp", "arith.uitofp"):
-            return False
-        d = self.k.defs.get(op.operands[0])
-        if not d or d[0] != "arg":
-            return False
-        a = self.args.get(self.k.func.args[d[1]][0])
-        rows = [t for _, t in self.em.inputs if isinstance(t, torch.Tensor) and t.dim() >= 1]
-        return a is not None and bool(rows) and a.value == rows[0].shape[-1]
 
     def _is_index_mask(self, name) -> bool:
         """A condition computed from indices only (a padding mask), not from values."""
@@ -418,17 +424,19 @@ class CentreReport:
 
 def compare_centre(reference, intended, inputs, params=None, *, profile="h200") -> CentreReport:
     """Compare a (skeleton) reference's exact centre with ``intended(*inputs_as_float64, **params)``:
-    an intended value outside centre ± radius (the fixed-input region before the store) says
-    the reference's algorithm is not the intended one."""
+    an intended value outside centre ± radius (the fixed-input enclosure of the output, every
+    rounding of the program included) says the reference's algorithm is not the intended
+    one."""
     import torch
 
-    from ..check import run_reference
     from ..mathlib import load
     from ..reference import reference as as_reference
+    from .reference import run_reference_positions
     prog = as_reference(reference)
     params = dict(params or {})
-    outs, _, _ = run_reference(prog, list(inputs), params, load(profile) if isinstance(profile, str) else profile,
-                               nonfinite="uncertified")
+    # casts do not settle here: the centre stays the exact-arithmetic value of the program's
+    # algorithm, and the radius holds every rounding on the way to the output
+    outs, _ = run_reference_positions(prog, list(inputs), params, load(profile) if isinstance(profile, str) else profile)
     want = intended(*[t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs],
                     **params)
     want = list(want) if isinstance(want, (tuple, list)) else [want]

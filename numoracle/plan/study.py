@@ -3,10 +3,10 @@ engine's mutants (``numoracle.mutation``) classified by whether they change the 
 precision plan, then checked (docs/plan.md, docs/results/2026-12-01-plan-*).
 
 A mutant *changes the plan* when its compiled kernels' precision signature differs from the
-original's on some example: the multiset, over every static site, of the roundings to formats
-narrower than fp32 (with their rounding mode), the math functions with their implementation,
-the reductions and dots with their formats, roundings to an integer and bitcasts, and the host
-steps that round or reduce.  That is read from the IR alone, before and independently of any
+original's on some example: the multiset, over every site whose value reaches an output the
+operator judges, of the roundings to formats narrower than fp32 (with their rounding mode), the
+math functions with their implementation, the reductions, loop-carried sums and dots with their
+formats, roundings to an integer and bitcasts, and the host steps that round or reduce.  That is read from the IR alone, before and independently of any
 reference; the check is then judged on whether it flags the mutants that change the plan and
 none of those that do not.  A mutant is flagged when its report has a disagreement the
 original kernel's report on the same example does not have.
@@ -63,11 +63,23 @@ def examples(op, seeds=range(8), formats=None, per_params: int = 1) -> list:
 
 
 def signature(kplan) -> Counter:
-    """The precision signature of a kernel plan (module docstring)."""
+    """The precision signature of a kernel plan (module docstring), over the sites that reach
+    the launcher's outputs (a kernel may compute more than its operator judges: Liger's
+    cross-entropy forward also writes the gradient)."""
+    from .check import _Cones
+    cones = _Cones(kplan)
+    keys = set()
+    for storage, _, _ in kplan.capture.outputs:
+        if storage is not None:
+            for c in cones.output(storage):
+                keys |= c.keys
     sig = Counter()
-    for s in kplan.sites():
+    for key in keys:
+        _, s, lvl = cones.items[key]
         k = s.kind
-        if k == "cast" and s.rounds:
+        if lvl is not None and lvl.detail.get("loop"):
+            sig[("loop", lvl.fmt)] += 1
+        elif k == "cast" and s.rounds:
             sig[("cast", s.src_fmt, s.fmt, s.rounding)] += 1
         elif k == "arith" and s.rounds and K.is_low(s.fmt):
             sig[("arith", s.op, s.fmt)] += 1
@@ -81,10 +93,6 @@ def signature(kplan) -> Counter:
             sig[(k, s.op, s.fmt)] += 1
         elif k == "host" and (s.rounds or s.detail.get("host_kind") in ("sum", "dot", "math")):
             sig[("host", s.detail.get("host_kind"), s.src_fmt, s.fmt)] += 1
-    for c in kplan.compiled:
-        for add in c.loops:
-            if add.name != "tt.dot":
-                sig[("loop", c.ir.fmt_of(add.results[0]))] += 1
     return sig
 
 
