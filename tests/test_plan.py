@@ -197,6 +197,29 @@ def test_a_tf32_dot_on_fp32_operands_is_flagged():
 
 
 @no.reference
+def fp8_dot_ref(a, b):
+    return no.matmul(a.to(fp32), b.to(fp32), acc=fp32)
+
+
+@no.reference
+def fp8_dot_tf32(a, b):
+    return no.matmul(a.to(fp32), b.to(fp32), acc="tf32")
+
+
+def test_an_fp8_dot_on_wgmma_accumulates_imprecisely_where_a_reference_models_fp32():
+    b = torch.randn(32, 64).to(torch.float8_e4m3fn)
+    small = torch.randn(16, 32).to(torch.float8_e4m3fn)
+    r = check_plan(fp8_dot_ref, PK.fp8_dot, [small, b], {})
+    # 16 rows: mma.sync on operands converted exactly to fp16, an fp32 accumulation
+    assert r.ok and any("mma v2" in n.message for n in r.notes), r.explain()
+    big = torch.randn(64, 32).to(torch.float8_e4m3fn)
+    r = check_plan(fp8_dot_ref, PK.fp8_dot, [big, b], {})
+    (d,) = r.disagreements
+    assert d.kind == "dot" and "wgmma" in d.message and "maxNumImpreciseAcc" in d.message
+    assert check_plan(fp8_dot_tf32, PK.fp8_dot, [big, b], {}).ok
+
+
+@no.reference
 def column_sums_ref(x, *, rows_per_program=2):
     return no.sum(x.to(fp32), axis=0).to(x.format)
 

@@ -113,3 +113,20 @@ def column_sums(x, *, rows_per_program=2):
     partial_rows_kernel[(progs,)](x, part, n_rows, n_cols, ROWS=rows_per_program,
                                   BLOCK=triton.next_power_of_2(n_cols))
     return part.sum(dim=0).to(x.dtype)
+
+
+@triton.jit
+def fp8_dot_kernel(a_ptr, b_ptr, c_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * BN + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], tl.dot(a, b))
+
+
+def fp8_dot(a, b):
+    """C = A·B for e4m3 A [M, 32] and B [32, 64] in one tile (M = 16: mma.sync; M = 64: wgmma)."""
+    c = torch.empty((a.shape[0], 64), dtype=torch.float32)
+    fp8_dot_kernel[(1,)](a, b, c, BM=a.shape[0], BN=64, BK=32)
+    return c

@@ -681,10 +681,12 @@ def _extract(k: KernelIR, launch_index: int) -> list:
 def _mma(k: KernelIR, op) -> str | None:
     """The tensor-core instruction TTGIR chose for the dot at the same place (e.g. "mma v2",
     "wgmma (mma v3)"), or None when only TTIR is at hand."""
-    if k.gmodule is None:
+    if k.gmodule is None or k.func.name not in k.gmodule.functions:
         return None
-    for g in k.gmodule.function(k.func.name).walk() if k.func.name in k.gmodule.functions else ():
-        if g.name in ("tt.dot", "ttng.warp_group_dot") and g.loc == op.loc:
+    # the two modules number their location aliases apart: compare the resolved frames
+    want = M.frames(op.loc, k.module.aliases)
+    for g in k.gmodule.function(k.func.name).walk():
+        if g.name in ("tt.dot", "ttng.warp_group_dot") and M.frames(g.loc, k.gmodule.aliases) == want:
             if g.name == "ttng.warp_group_dot":
                 return "wgmma (mma v3)"
             enc = g.result_types[0].encoding if g.result_types else None
