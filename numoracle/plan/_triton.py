@@ -53,12 +53,6 @@ def classes() -> Classes:
     return Classes(JITFunction, InterpretedFunction, Autotuner, Heuristics)
 
 
-def kernel_interface():
-    """The base class whose ``__getitem__`` every ``kernel[grid]`` goes through."""
-    from triton.runtime.jit import KernelInterface
-    return KernelInterface
-
-
 def python_function(kernel):
     """The plain Python function of a compiled or interpreted ``@triton.jit`` kernel."""
     fn = getattr(kernel, "fn", None)
@@ -156,16 +150,6 @@ def target(arch=None):
         return driver.active.get_current_target()
     arch = DEFAULT_ARCH if arch is None else int(arch)
     return GPUTarget("cuda", arch, 32)
-
-
-def fp_fusion_default() -> bool:
-    """Whether ``a*b + c`` may be contracted into one FMA when a launch does not say."""
-    try:
-        from triton import knobs
-        return bool(knobs.language.fp_fusion_enabled(None))
-    except (ImportError, AttributeError):     # 3.6: knobs.language has no fp_fusion_enabled
-        import os
-        return os.environ.get("TRITON_DEFAULT_FP_FUSION", "1") != "0"
 
 
 # --------------------------------------------------------------------------- compile

@@ -335,7 +335,7 @@ class _Launch:
 def skeleton(op_or_reference, kernel, inputs, params=None, *, name: str | None = None, arch=None) -> str:
     """The source of a reference program that follows ``kernel``'s compiled plan on ``inputs``."""
     from . import _resolve
-    from .check import _Cones
+    from .cones import Cones
     ref, fn, kname = _resolve(op_or_reference, kernel)
     params = dict(params or {})
     kplan = extract_plan(fn, inputs, params, arch=arch)
@@ -343,7 +343,7 @@ def skeleton(op_or_reference, kernel, inputs, params=None, *, name: str | None =
     em = _Emitter(kplan, list(zip(input_names, inputs)), params)
     em.used.update(input_names)
     em.used.update(params)
-    cones = _Cones(kplan)
+    cones = Cones(kplan)
     results = []
     for i, (storage, dtype, shape) in enumerate(kplan.capture.outputs):
         w = cones.writer(storage, 10 ** 12) if storage is not None else None

@@ -66,8 +66,8 @@ def signature(kplan) -> Counter:
     """The precision signature of a kernel plan (module docstring), over the sites that reach
     the launcher's outputs (a kernel may compute more than its operator judges: Liger's
     cross-entropy forward also writes the gradient)."""
-    from .check import _Cones
-    cones = _Cones(kplan)
+    from .cones import Cones
+    cones = Cones(kplan)
     keys = set()
     for storage, _, _ in kplan.capture.outputs:
         if storage is not None:
@@ -264,3 +264,70 @@ def summary(rows: list) -> dict:
             s["plan_unchanged"] += 1
             s["flagged_unchanged"] += r.flagged
     return {k: dict(v) for k, v in sorted(out.items(), key=lambda kv: list(MUTATORS).index(kv[0]))}
+
+
+def registry_rows(names=None, formats=None) -> list:
+    """The plan check of every registered kernel (correct and variants) on every example."""
+    rows = []
+    for name in names or operators.names():
+        op = operators.get(name)
+        rows.extend(check_kernels(op, exs=examples(op, formats=formats)))
+    return rows
+
+
+def main(argv=None) -> int:
+    """``python -m numoracle.plan.study registry|mutants OUT.json``: the evidence as JSON (and a
+    text summary beside it)."""
+    import argparse
+    import json
+    p = argparse.ArgumentParser(prog="python -m numoracle.plan.study")
+    p.add_argument("what", choices=("registry", "mutants"))
+    p.add_argument("out")
+    p.add_argument("--op", action="append", default=None, help="operators (default: all)")
+    p.add_argument("--format", action="append", default=None, help="formats (default: each operator's; "
+                                                                  "mutants: bf16)")
+    a = p.parse_args(argv)
+    names = a.op or operators.names()
+    lines = []
+    if a.what == "registry":
+        rows = registry_rows(names, a.format)
+        data = [r.__dict__ | {"params": {k: repr(v) for k, v in r.params.items()}} for r in rows]
+        times = sorted(r.seconds for r in rows)
+        lines.append(f"{len(rows)} checks: {sum(r.ok for r in rows)} agree, {sum(not r.ok for r in rows)} disagree; "
+                     f"seconds per check: median {times[len(times) // 2]:.3f}, max {times[-1]:.3f}")
+        for r in rows:
+            if not r.ok:
+                lines.append(f"{r.op} / {r.kernel} ({r.example}, {r.params}): " +
+                             "; ".join(f"{d['kind']}: {d['message']}" for d in r.disagreements))
+    else:
+        rows = []
+        for name in names:
+            op = operators.get(name)
+            t = time.perf_counter()
+            got = mutation_study(op, examples(op, formats=a.format or ("bf16",)))
+            rows.extend(got)
+            lines.append(f"{name}: {len(got)} mutants in {time.perf_counter() - t:.0f}s")
+        data = [r.to_dict() for r in rows]
+        lines.append("")
+        lines.append(f"{'mutation operator':26s} {'mutants':>8s} {'no compile':>10s} {'plan changed':>12s} "
+                     f"{'flagged':>8s} {'rate':>6s} {'unchanged':>9s} {'flagged':>8s}")
+        for kind, s in summary(rows).items():
+            ch = s.get("plan_changed", 0)
+            lines.append(f"{kind:26s} {s['mutants']:8d} {s.get('does not compile', 0) + s.get('does not load', 0):10d} "
+                         f"{ch:12d} {s.get('flagged', 0):8d} {(s.get('flagged', 0) / ch if ch else float('nan')):6.0%} "
+                         f"{s.get('plan_unchanged', 0):9d} {s.get('flagged_unchanged', 0):8d}")
+        lines.append("")
+        for r in rows:
+            if r.status == "compiled" and ((r.plan_changed and not r.flagged) or r.flagged_on_unchanged):
+                lines.append(f"{'not flagged' if r.plan_changed else 'flagged, plan unchanged'}: {r.op} {r.kernel} "
+                             f"{r.operator} {r.function}:{r.line} {r.change}")
+    with open(a.out, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1, default=str)
+    with open(a.out.rsplit(".", 1)[0] + ".txt", "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines[:60]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
