@@ -298,6 +298,19 @@ def test_faulty_kernels_with_the_same_plan_are_not_flagged(name, faulty):
     assert check_plan(op, f"faulty:{faulty}", *op.example(0)).ok
 
 
+def test_a_users_kernels_rounding_by_hand_and_bf16_sum_are_flagged_and_a_misplaced_eps_is_not():
+    from fixtures import user_kernels as U
+    op = operators.get("rms_norm")
+    inputs, params = op.example(0)
+    assert check_plan(op, U.rms_norm_ok, inputs, params).ok
+    r = check_plan(op, U.rms_norm_truncating_store, inputs, params)
+    assert [d.kind for d in r.disagreements] == ["bits"], r.explain()
+    r = check_plan(op, U.rms_norm_bf16_accumulation, inputs, params)
+    assert "reduction-format" in {d.kind for d in r.disagreements}, r.explain()
+    # rsqrt(ms) + eps: the same roundings and functions in another order, an algorithm's fault
+    assert check_plan(op, U.rms_norm_eps_after_rsqrt, inputs, params).ok
+
+
 # --------------------------------------------------------------------------- command line
 
 def test_the_command_prints_one_line_per_site_and_exits_by_the_check(capsys):

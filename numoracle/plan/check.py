@@ -265,10 +265,21 @@ def compare_output(i: int, cones: list, items: dict, prof: dict, out_fmt: str | 
                 "integer-rounding", f"the kernel rounds to an integer with {name} {kn} time(s), the reference {rn} "
                                     f"time(s)" + (": a rounding written by hand the reference does not model"
                                                   if kn > rn else ""), _kpos(ks), _rpos(rs), [i]))
-    bits = [s for sd in sides for s in sd.tokens["bits"]]
-    if bits:
-        found.append(Disagreement("bits", "the kernel computes on a float's encoding (bitcasts)", _kpos(bits), [],
-                                  [i], "note"))
+    for sd in sides:
+        bits = sd.tokens["bits"]
+        if not bits:
+            continue
+        # float -> integer -> float on one element's way: its value was made on its encoding (a
+        # rounding or scaling by hand); one direction alone (reading an exponent) is a note
+        to_int = any(K.fmt_obj(s.src_fmt) is not None for s in bits)
+        to_float = any(K.fmt_obj(s.fmt) is not None for s in bits)
+        if to_int and to_float:
+            found.append(Disagreement("bits", "the kernel computes the value through its encoding (a bitcast to an "
+                                              "integer and back): a rounding or scaling by hand the reference does "
+                                              "not model", _kpos(bits), [], [i]))
+        else:
+            found.append(Disagreement("bits", "the kernel reads a float's encoding (a bitcast)", _kpos(bits), [], [i],
+                                      "note"))
 
     found.extend(_compare_levels(i, sides, prof))
     return found

@@ -3,8 +3,8 @@ engine's mutants (``numoracle.mutation``) classified by whether they change the 
 precision plan, then checked (docs/plan.md, docs/results/2026-12-01-plan-*).
 
 A mutant *changes the plan* when its compiled kernels' precision signature differs from the
-original's on some example: the multiset, over every site whose value reaches an output the
-operator judges, of the roundings to formats narrower than fp32 (with their rounding mode), the
+original's on some example: per output the operator judges, the multiset, over the sites whose
+value reaches that output, of the roundings to formats narrower than fp32 (with their rounding mode), the
 math functions with their implementation, the reductions, loop-carried sums and dots with their
 formats, roundings to an integer and bitcasts, and the host steps that round or reduce.  That is read from the IR alone, before and independently of any
 reference; the check is then judged on whether it flags the mutants that change the plan and
@@ -62,17 +62,23 @@ def examples(op, seeds=range(8), formats=None, per_params: int = 1) -> list:
     return out
 
 
-def signature(kplan) -> Counter:
-    """The precision signature of a kernel plan (module docstring), over the sites that reach
-    the launcher's outputs (a kernel may compute more than its operator judges: Liger's
-    cross-entropy forward also writes the gradient)."""
+def signature(kplan) -> tuple:
+    """The precision signature of a kernel plan (module docstring): per output the operator
+    judges, a multiset over the sites that reach it (a kernel may compute more than its operator
+    judges: Liger's cross-entropy forward also writes the gradient)."""
     from .cones import Cones
     cones = Cones(kplan)
-    keys = set()
+    out = []
     for storage, _, _ in kplan.capture.outputs:
+        keys = set()
         if storage is not None:
             for c in cones.output(storage):
                 keys |= c.keys
+        out.append(_site_multiset(cones, keys))
+    return tuple(out)
+
+
+def _site_multiset(cones, keys) -> Counter:
     sig = Counter()
     for key in keys:
         _, s, lvl = cones.items[key]
@@ -275,13 +281,35 @@ def registry_rows(names=None, formats=None) -> list:
     return rows
 
 
+def timing(names=None) -> list:
+    """Seconds per correct kernel on its first example: capture, compile and read, the reference's
+    plan, the comparison."""
+    from .check import check
+    from .reference import reference_plan
+    out = []
+    for name in names or operators.names():
+        op = operators.get(name)
+        inputs, params = op.example(0)
+        t0 = time.perf_counter()
+        kp = extract_plan(op.kernels["correct"], inputs, params)
+        t1 = time.perf_counter()
+        rp = reference_plan(op.reference, inputs, params)
+        t2 = time.perf_counter()
+        check(kp, rp)
+        t3 = time.perf_counter()
+        out.append({"op": name, "launches": len(kp.capture.launches), "compiled": len(kp.distinct()),
+                    "capture": kp.seconds["capture"], "compile_and_read": kp.seconds["compile_and_read"],
+                    "reference": t2 - t1, "check": t3 - t2, "total": t3 - t0})
+    return out
+
+
 def main(argv=None) -> int:
     """``python -m numoracle.plan.study registry|mutants OUT.json``: the evidence as JSON (and a
     text summary beside it)."""
     import argparse
     import json
     p = argparse.ArgumentParser(prog="python -m numoracle.plan.study")
-    p.add_argument("what", choices=("registry", "mutants"))
+    p.add_argument("what", choices=("registry", "mutants", "timing"))
     p.add_argument("out")
     p.add_argument("--op", action="append", default=None, help="operators (default: all)")
     p.add_argument("--format", action="append", default=None, help="formats (default: each operator's; "
@@ -289,7 +317,17 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     names = a.op or operators.names()
     lines = []
-    if a.what == "registry":
+    if a.what == "timing":
+        data = timing(names)
+        lines.append(f"{'operator':28s} {'launches':>8s} {'compiled':>8s} {'capture':>8s} {'compile+read':>12s} "
+                     f"{'reference':>9s} {'check':>7s} {'total':>7s}")
+        for d in data:
+            lines.append(f"{d['op']:28s} {d['launches']:8d} {d['compiled']:8d} {d['capture']:8.3f} "
+                         f"{d['compile_and_read']:12.3f} {d['reference']:9.3f} {d['check']:7.3f} {d['total']:7.3f}")
+        tot = sorted(d["total"] for d in data)
+        lines.append(f"per kernel: median {tot[len(tot) // 2]:.3f}s, max {tot[-1]:.3f}s (one example, bf16, "
+                     f"compiled for sm90 in this process, no GPU)")
+    elif a.what == "registry":
         rows = registry_rows(names, a.format)
         data = [r.__dict__ | {"params": {k: repr(v) for k, v in r.params.items()}} for r in rows]
         times = sorted(r.seconds for r in rows)
