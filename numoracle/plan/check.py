@@ -101,6 +101,11 @@ class PlanReport:
                 "notes": [d.to_dict() for d in self.notes], "outputs": self.outputs}
 
 
+# torch functions on the host that compute several of the reference's functions
+HOST_FUNCTIONS = {"logsumexp": ("exp", "log"), "log_softmax": ("exp", "log"), "softmax": ("exp",),
+                  "sigmoid": ("exp",)}
+
+
 def kernel_tokens(entries: list) -> dict:
     """Per category and key, the kernel sites of one cone: ``{"round": {fmt: [Site]}, "function":
     {name: [Site]}, "integer": {name: [Site]}, "bits": [...], "rtz": {fmt: [Site]}}``."""
@@ -119,7 +124,8 @@ def kernel_tokens(entries: list) -> dict:
             if hk in ("cast", "arith", "sum", "dot") and s.rounds and K.is_low(s.fmt):
                 rounds.setdefault(s.fmt, []).append(s)
             elif hk == "math":
-                functions.setdefault(s.function, []).append(s)
+                for f in HOST_FUNCTIONS.get(s.detail.get("name"), (s.function,)):
+                    functions.setdefault(f, []).append(s)
         elif s.kind == "round-int":
             integer.setdefault(s.detail.get("name"), []).append(s)
         elif s.kind == "bits":
@@ -179,7 +185,8 @@ def _summarise(cone: Cone, items: dict) -> _Side:
     entries, levels = [], []
     for k in sorted(cone.keys, key=repr):
         stack, site, lvl = items[k]
-        entries.append((stack, site))
+        if lvl is None or not lvl.detail.get("loop"):
+            entries.append((stack, site))     # a loop-carried add is its reduction's, not a rounding of its own
         if lvl is not None:
             levels.append(lvl)
     return _Side(kernel_tokens(entries), levels, _components(levels, cone.links))

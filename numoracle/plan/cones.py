@@ -386,6 +386,8 @@ def _launch_links(kir: K.KernelIR, levels: dict) -> list:
 
 def _host_level(site: K.Site, e) -> Level | None:
     hk = site.detail.get("host_kind")
+    if site.detail.get("name") in ("logsumexp", "softmax", "log_softmax"):
+        hk = "sum"                       # these sum their exponentials
     w = site.where
     key = (("host",) + tuple(e.stack), w.file, w.line, None, hk, site.op)
     if hk == "sum":
