@@ -72,13 +72,15 @@ def _program_frame(f):
 
 
 def _position(f) -> str:
-    """fn:line:col of a program frame, then "<" and its callers' positions up to the frame that
-    called into the program from numoracle (``label`` with ``columns``)."""
+    """fn:line:col@instruction of a program frame, then "<" and its callers' positions up to the
+    frame that called into the program from numoracle (``label`` with ``columns``)."""
     parts = []
     while f is not None and (not os.path.abspath(f.f_code.co_filename).startswith(_HERE)
                              or "operators" in f.f_code.co_filename):
         col = _column(f)
-        parts.append(f"{f.f_code.co_name}:{f.f_lineno}" + (f":{col}" if col is not None else ""))
+        # the instruction offset tells apart two operations that start at one column (a * b * c)
+        parts.append(f"{f.f_code.co_name}:{f.f_lineno}" + (f":{col}" if col is not None else "")
+                     + f"@{f.f_lasti}")
         f = f.f_back
     return "<".join(parts)
 
