@@ -27,6 +27,7 @@ COMMANDS = {
     "report": "report",
     "calibrate": "calibrate",
     "workers": "workers",
+    "plan": "plan",
 }
 # one line each, for the list of commands (the module gives the rest when it runs)
 SUMMARIES = {
@@ -40,6 +41,7 @@ SUMMARIES = {
     "report": "HTML and Markdown report of a campaign directory",
     "calibrate": "measure math-library errors and write a profile",
     "workers": "start this host's Dask workers (one per GPU, pinned) and block",
+    "plan": "the kernel's precision plan from its compiled Triton IR (no GPU), checked against the reference",
 }
 
 
