@@ -19,6 +19,8 @@ def add_arguments(p) -> None:
     p.add_argument("--saved-outputs", action="store_true",
                    help="re-judge the outputs saved with each case instead of re-running its kernel")
     common.add_backend(p, default=None)
+    common.add_isolate(p)
+    common.add_timeout(p, default=120.0)
     p.add_argument("--brief", action="store_true", help="no explanation of the first reject")
     common.add_json(p)
 
@@ -80,8 +82,9 @@ def run(args) -> int:
     # under --json, stdout holds the one JSON document: whatever a kernel prints goes to stderr
     quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
     for p in cases:
-        with quiet:
-            r = replay(p, kernel=args.kernel, backend=args.backend, saved_outputs=args.saved_outputs)
+        with quiet, common.isolation(args):
+            r = replay(p, kernel=args.kernel, backend=args.backend, saved_outputs=args.saved_outputs,
+                       timeout=args.timeout)
         results.append(r)
         if not args.json:
             print(_line(r), flush=True)

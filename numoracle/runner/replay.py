@@ -32,22 +32,30 @@ from .kernels import resolve
 # a replay's status, from best to worst (its exit code: 0, 1, 2)
 STATUSES = ("ok", "reproduced", "corrupt")
 MODES = ("statistical", "fixed")
+# the findings saved with judged outputs (the others: a kernel error, timeout or crash)
+JUDGED = ("reject", "nan", "statistical_only", "uncertified", "accept")
 
 
-def replay(path, *, kernel=None, backend=None, saved_outputs: bool = False, timeout: float = 120.0) -> dict:
+def replay(path, *, kernel=None, backend=None, saved_outputs: bool = False, timeout: float = 120.0,
+           isolate=None) -> dict:
     """Re-run and re-judge one saved case in both modes: a dict with ``status`` ("ok",
     "reproduced": a reject in either mode, a kernel failure, or non-finite outputs;
     "corrupt": the case cannot be replayed, with the ``reason`` naming the file), ``passes``
     (what the case's ``expect`` asks: accepted for a bug to fix, rejected for an oracle
-    regression case), each mode's verdict, and a ``note`` on what ran.  Raises
-    InvalidArgument only for the caller's own arguments (``backend``, ``timeout``)."""
+    regression case), each mode's verdict, and a ``note`` on what ran.  ``isolate``: run the
+    kernel in the supervised worker process (default ``settings.isolate``, and always for a
+    case saved from a crash, which would end this process).  Raises InvalidArgument only for
+    the caller's own arguments (``backend``, ``timeout``, ``isolate``)."""
     if backend is not None:
         backends.select(backend)            # the caller's backend: refused here, not once per case
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
             math.isfinite(timeout) and timeout > 0):
         raise InvalidArgument(f"timeout={timeout!r}: expected a number of seconds > 0 (the kernel's time limit).")
+    if isolate is not None and not isinstance(isolate, bool):
+        raise InvalidArgument(f"isolate={isolate!r}: expected True (the kernel in the supervised worker), False "
+                              f"(in this process) or None (settings.isolate).")
     try:
-        return _replay(path, kernel, backend, saved_outputs, timeout)
+        return _replay(path, kernel, backend, saved_outputs, timeout, isolate)
     except Exception as exc:
         # the last guard of a long replay: whatever this numoracle fails on is the case's result
         detail = " ".join(str(exc).split())[:300]
@@ -56,7 +64,7 @@ def replay(path, *, kernel=None, backend=None, saved_outputs: bool = False, time
                               f"with the case.")
 
 
-def _replay(path, kernel, backend, saved_outputs, timeout) -> dict:
+def _replay(path, kernel, backend, saved_outputs, timeout, isolate) -> dict:
     try:
         cj, meta = read_meta(path)
     except InvalidArgument as exc:
@@ -89,6 +97,10 @@ def _replay(path, kernel, backend, saved_outputs, timeout) -> dict:
         return corrupt(path, f"{cj}: records {len(meta['inputs'])} input(s), but {op.name} takes {len(takes)} "
                               f"({', '.join(takes)}); the case is corrupt.", **base)
     config = meta["kernel"].get("config") or {}
+    # what was found (main's saves record it; older cases are rejects): a kernel error, timeout
+    # or crash is saved without judged outputs
+    finding = meta.get("finding")
+    judged = finding is None or finding["status"] in JUDGED
 
     try:
         c = load(path)
@@ -127,7 +139,9 @@ def _replay(path, kernel, backend, saved_outputs, timeout) -> dict:
                                       f"imported: {failure}", **base)
             note = f"saved outputs re-judged: the kernel cannot be imported ({failure})"
         else:
-            done = execute(kfn, inputs, params, config, timeout=timeout, device=dev)
+            if isolate is None and finding is not None and finding["status"] == "crash":
+                isolate = True              # a crash would end this process
+            done = execute(kfn, inputs, params, config, timeout=timeout, device=dev, isolate=isolate)
             if not done.ok:
                 return {"path": str(c.path), **base, "status": "reproduced", "passes": expect == "reject", "kernel_ran": True,
                         "note": f"kernel {kname} re-run on {chosen_backend}: {done.status}: {done.error}",
@@ -135,15 +149,20 @@ def _replay(path, kernel, backend, saved_outputs, timeout) -> dict:
             # one output comes back bare: a tensor's truth value is no test of "no outputs"
             outs, ran, note = tuple(outputs_list(done.outputs)), True, f"kernel {kname} re-run on {chosen_backend}"
     if not outs:
-        return corrupt(path, f"{cj}: the case saved no outputs and its kernel {spec!r} was not run "
-                              f"(saved outputs asked for); re-run it with its kernel.", **base)
+        what = "the case saved no outputs" if judged else \
+            f"the case is a {finding['status']} finding, saved without outputs,"
+        return corrupt(path, f"{cj}: {what} and its kernel {spec!r} was not run (saved outputs asked for); "
+                              f"replay it with its kernel.", **base)
     try:
         verdicts = ev.judge(outs, MODES)
-    except InvalidArgument as exc:
-        if not ran:
+    except Exception as exc:  # noqa: BLE001 - outputs that cannot be judged: the case's finding, or corrupt
+        if not ran and judged and isinstance(exc, InvalidArgument):
+            # a reject's saved outputs were judged when it was saved: now they do not fit, so the
+            # case is damaged (a kernel error's saved outputs are kept to meet its error again)
             return corrupt(path, f"{npz}: the saved outputs do not fit {op.name}: {exc}", **base)
+        why = str(exc) if isinstance(exc, InvalidArgument) else f"{type(exc).__name__}: {exc}"
         return {"path": str(c.path), **base, "status": "reproduced", "passes": expect == "reject", "kernel_ran": ran,
-                "note": f"{note}; outputs not judgeable: {exc}", "backend": chosen_backend.name, "statuses": {},
+                "note": f"{note}; outputs not judgeable: {why}", "backend": chosen_backend.name, "statuses": {},
                 "reproduced": True, "verdicts": {}}
     for v in verdicts.values():
         v.replay = str(c.path)
