@@ -326,6 +326,9 @@ MAX_CASE_JSON_BYTES = 16 << 20
 _MAX_MEMBERS = 1024
 _MAX_ZIP_DIRECTORY = 1 << 20
 _MAX_NPY_HEADER = 10000            # numpy's own default limit
+# a compressed entry of more than _RATIO_FROM bytes may expand at most _MAX_RATIO-fold
+_RATIO_FROM = 16 << 20
+_MAX_RATIO = 64
 _ZIP_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
 BACKENDS = ("interpreter", "gpu")
 MODES = ("statistical", "fixed")
@@ -558,13 +561,15 @@ def _read_arrays(npz: Path, cj: Path, declared: dict) -> dict:
                         raise InvalidArgument(f"{npz}: holds {info.filename!r}, which {cj.name} does not declare; "
                                               f"the case is corrupt or foreign.")
                     members[key] = info
+                for key, info in members.items():
+                    _check_entry(info, npz, key, declared[key])
+                # what is there first (an object array or a bomb is the louder problem), then what is not
+                arrays = {key: _read_member(z, info, npz, cj, key, *declared[key]) for key, info in members.items()}
                 for key in declared:
                     if key not in members:
                         raise InvalidArgument(f"{npz}: no array {key!r}, which {cj.name} declares; the case is "
                                               f"corrupt.")
-                for key, info in members.items():
-                    _check_entry(info, npz, key, declared[key])
-                return {key: _read_member(z, info, npz, cj, key, *declared[key]) for key, info in members.items()}
+                return arrays
     except InvalidArgument:
         raise
     except Exception as exc:       # whatever zipfile, zlib and numpy raise on damaged bytes
@@ -589,6 +594,13 @@ def _check_entry(info, npz: Path, key: str, declared) -> None:
                               f"{_MAX_NPY_HEADER}); refused unread (a compressed bomb or a damaged entry).")
     # deflate, bzip2 and lzma expand incompressible data by well under 1/16 (plus a few
     # headers): more compressed bytes than that are data the entry's size does not cover
+    # numoracle stores its arrays uncompressed; a compressed entry of a big array that
+    # expands more than _MAX_RATIO-fold is a bomb however consistently it is declared
+    if (info.compress_type != zipfile.ZIP_STORED and info.file_size > _RATIO_FROM
+            and info.file_size > _MAX_RATIO * info.compress_size):
+        raise InvalidArgument(f"{npz}[{key}]: its zip entry expands {info.compress_size} compressed bytes to "
+                              f"{info.file_size}, over {_MAX_RATIO}-fold; refused unread (a compressed bomb: "
+                              f"numoracle saves arrays uncompressed, re-save the case with numoracle).")
     if info.compress_size > info.file_size + info.file_size // 16 + 4096:
         raise InvalidArgument(f"{npz}[{key}]: its zip entry holds {info.compress_size} compressed bytes for "
                               f"{info.file_size} of data; refused unread (a compressed bomb or a damaged entry).")
