@@ -444,11 +444,25 @@ def _check_meta(meta, cj: Path) -> None:
     if "expect" in meta:
         need("expect", lambda v: v in EXPECTS, f"one of {list(EXPECTS)}")
     if meta.get("finding") is not None:
-        need("finding", lambda v: isinstance(v, dict) and v.get("status") in FINDINGS
-             and all(v.get(k) is None or isinstance(v[k], str) for k in ("error", "traceback")),
-             f"an object with the finding's 'status' (one of {list(FINDINGS)}) and its 'error' and "
-             f"'traceback' (strings or null)")
+        _check_finding(meta["finding"], cj)
     _declared(meta, cj)
+
+
+def _check_finding(finding, cj: Path) -> None:
+    """case.json's "finding": an object with the outcome's status, and its error and
+    traceback as strings (or null).  Said without quoting the saved text (a traceback)."""
+    expected = (f"expected an object with the finding's 'status' (one of {list(FINDINGS)}) and its 'error' and "
+                f"'traceback' (strings or null). The case is corrupt.")
+    if not isinstance(finding, dict):
+        raise InvalidArgument(f"{cj}: field 'finding' is {_short(finding)}; {expected}")
+    if finding.get("status") not in FINDINGS:
+        got = _short(finding["status"]) if "status" in finding else "missing"
+        raise InvalidArgument(f"{cj}: field 'finding': its 'status' is {got}; {expected}")
+    for k in ("error", "traceback"):
+        v = finding.get(k)
+        if v is not None and not isinstance(v, str):
+            raise InvalidArgument(f"{cj}: field 'finding': its {k!r} is a {type(v).__name__}, not a string; "
+                                  f"{expected}")
 
 
 def _record_dtype(rec: dict, cj: Path, key: str) -> np.dtype:
