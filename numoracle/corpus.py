@@ -5,8 +5,8 @@ A case is a directory ``<corpus>/<op>/<kernel>/<id>/`` holding
 
 * ``inputs.npz``: the raw bits of every input (``input0``, ``input1``, ...) and of
   the kernel's outputs when saved (``output0``, ...), as unsigned integers of
-  the format's width (integer inputs such as labels as they are).  Loaded with
-  ``allow_pickle=False``: nothing in a corpus is ever unpickled;
+  the format's width (integer inputs such as labels as they are).  Read by a bounded
+  reader of its own that refuses object arrays: nothing in a corpus is ever unpickled;
 * ``case.json``: schema version, operator, kernel spec and config, parameters,
   backend, mode, seed and input group, the formats and shapes of the arrays,
   the versions it was found with, the verdict in both modes, the failure

@@ -2,16 +2,26 @@
 
 Each kind edits a copy of a case saved by ``corpus.save`` from a real run (rms_norm's
 faulty ``unrounded_multiply`` kernel on a 2x8 bf16 case, a confirmed reject; a
-cross_entropy case for the labels), then replays it.  A corrupt kind must give status
-"corrupt" with a reason naming the broken file (case.json or inputs.npz, or the kernel's
-module) and saying what is wrong, no traceback text, no exception escaping, and bounded
-memory: tracemalloc's peak during the replay under ``PEAK_BYTES``, and for the bombs a
-fresh process whose peak RSS grows by under ``RSS_BYTES``.  A kind that is not corruption
-(NaN bits, a BOM, a unicode path, ...) must replay: "reproduced" for the faulty kernel's
-case, "ok" for the correct one, and ``why`` says why it is not corruption.
+cross_entropy case for the labels; two kernel-error findings saved by ``fuzz`` as main
+saves them, with the "finding" record: one without outputs, one with outputs of the wrong
+shape), then gives it to every entry point:
 
-The command line is run over a mix of cases: one line per case, the worst status as the
-exit code, and ``--json`` printing one JSON document."""
+* ``runner.replay``: a corrupt kind gives status "corrupt" with a one-line reason naming the
+  broken file (case.json or inputs.npz, or the kernel's module) and saying what is wrong, no
+  traceback text, no exception escaping, and bounded memory (tracemalloc's peak under
+  ``PEAK_BYTES``; for the bombs a fresh process whose peak RSS grows by under ``RSS_BYTES``);
+* ``corpus.load``: the same message as an InvalidArgument where the files are damaged (a case
+  corrupt only against its operator, kernel or backend loads: ``LOADS``);
+* ``numoracle replay`` (``cli.main``): exit 2, the case's one line saying the same, no traceback;
+* the pytest plugin (one run over a corpus of every kind): one item per case, a corrupt case's
+  item failing with the file and the problem.
+
+Nothing is unpickled on the way (pickle.load/loads/Unpickler and torch.load are watched, and
+three kinds carry payloads that would leave a marker directory).  A kind that is not
+corruption (NaN bits, a BOM, a unicode path, a finding of a kernel error, ...) must replay:
+"reproduced" for a faulty kernel's case, "ok" for the correct one, and ``why`` says why it is
+not corruption.  The command line is also run over a mix of cases: one line per case, the
+worst status as the exit code, and ``--json`` printing one JSON document."""
 
 from __future__ import annotations
 
@@ -36,6 +46,8 @@ import pytest
 import torch
 
 from numoracle import corpus as C
+
+pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[1]
 CJ, NPZ = C.CASE_FILE, C.ARRAYS_FILE
@@ -67,8 +79,20 @@ def saved(tmp_path_factory):
     assert out2.status == "accept"
     paths = {"rms": C.save(root, rms, "faulty:unrounded_multiply", out, backend="interpreter", mode="statistical"),
              "ce": C.save(root, ce, "correct", out2, backend="interpreter", mode="statistical")}
-    from numoracle.runner import replay
+    # findings of a kernel error, saved as a run saves them: without outputs (it raised), and
+    # with outputs of the wrong shape (kept for a replay of the saved outputs to meet them)
+    from numoracle.runner import fuzz, replay
+    from numoracle.strategies import cases
+    for name, kernel in (("err", "raises"), ("shape", "wrong_shape")):
+        res = fuzz("rms_norm", f"tests.fixtures.misbehaving:{kernel}", max_examples=1, seed=0, timeout=10.0,
+                   explicit=[Case("rms_norm", "bf16", 2, 4, "calibration", 0, (), case.params, (), 0)],
+                   isolate=False, shrink=False, corpus=root / name, strategy=cases("rms_norm", rows=1, cols=4))
+        assert res.saved and res.counterexample.status == "error", (res.saved, res.save_error)
+        paths[name] = Path(res.saved)
+    assert meta(paths["err"])["finding"]["status"] == "error" and meta(paths["err"])["outputs"] == []
+    assert [o["shape"] for o in meta(paths["shape"])["outputs"]] == [[2, 3], [2]]
     assert replay(paths["rms"])["status"] == "reproduced" and replay(paths["ce"])["status"] == "ok"
+    assert replay(paths["err"])["status"] == "reproduced"
     return paths
 
 
@@ -238,6 +262,8 @@ class Kind:
     skip: str = ""
     bomb: bool = False
     xfail: str = ""                      # corruption this branch cannot see (the file that would)
+    note: str = ""                       # a replay of no verdicts (a kernel error): what its note says
+    slow: bool = False
 
 
 KINDS: list[Kind] = []
@@ -569,10 +595,101 @@ kind("kernel_module_raises_at_import", _kernel_module("raise RuntimeError('refus
      file=".py:1", says="refusing to be imported")
 
 
+# case.json's "finding": what a run saved the case from (a kernel error here: no outputs)
+def _finding(**edit):
+    return edit_meta(lambda m: m["finding"].update(edit))
+
+
+kind("finding_not_an_object", _field("finding", "error"), base="err", says="field 'finding'")
+kind("finding_status_unknown", _finding(status="exploded"), base="err", says="field 'finding'")
+kind("finding_status_missing", edit_meta(lambda m: m["finding"].pop("status")), base="err", says="field 'finding'")
+kind("finding_status_not_a_string", _finding(status=["error"]), base="err", says="field 'finding'")
+kind("finding_error_not_a_string", _finding(error=5), base="err", says="field 'finding'")
+kind("finding_traceback_not_a_string", _finding(traceback={"line": 1}), base="err", says="field 'finding'")
+kind("finding_error_kernel_gone", edit_meta(lambda m: m["kernel"].update(spec="no_such_module_xyz:fn")), base="err",
+     says="saved no outputs and its kernel 'no_such_module_xyz:fn' cannot be imported")
+kind("finding_error_replays", lambda d: None, base="err", status="reproduced", note="unsupported shape (2, 4)",
+     why="a kernel error saved without outputs: its kernel re-run raises again")
+kind("finding_null", _field("finding", None), status="reproduced",
+     why="a case saved before findings were recorded (no 'finding'): a reject, judged as one")
+kind("finding_crash", _finding(status="crash"), base="err", status="reproduced", note="unsupported shape", slow=True,
+     why="a crash finding replays its kernel in the worker process (which survives it)")
+kind("finding_error_wrong_shape_saved_outputs", lambda d: None, base="shape", status="reproduced",
+     note="outputs not judgeable",
+     replay={"saved_outputs": True}, why="a kernel error's outputs of the wrong shape are saved to meet it again")
+kind("finding_reject_with_wrong_shape_outputs", _finding(status="reject"), base="shape", file=NPZ,
+     replay={"saved_outputs": True}, says="the saved outputs do not fit rms_norm")
+kind("bomb_consistent_512mib",
+     lambda d: _rec("inputs", 0, "shape", [2, 2 ** 27])(d) or _bomb(d, n_chunks=512, recorded=None, header=(
+         "{'descr': '<u2', 'fortran_order': False, 'shape': (2, 134217728), }")), file=NPZ, says="over 64-fold",
+     bomb=True)
+
+
+# payloads that act when unpickled: nothing of a case is ever unpickled, so the marker never appears
+MARKER = "UNPICKLED"
+
+
+class _Payload:
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (os.mkdir, (self.path,))
+
+
+def _payload(d: Path) -> _Payload:
+    return _Payload(d.parent / MARKER)
+
+
+kind("npy_object_array_payload", lambda d: edit_members(lambda ms: ms.update({"input0.npy": npy(
+    np.array([_payload(d)] * 16, dtype=object).reshape(2, 8))}))(d), file=NPZ, says="an object array; refused")
+kind("npz_is_a_pickle", lambda d: (d / NPZ).write_bytes(__import__("pickle").dumps(_payload(d))), file=NPZ,
+     says="not a zip archive")
+kind("npz_is_a_torch_save", lambda d: torch.save({"input0": _payload(d)}, d / NPZ), file=NPZ,
+     says="which case.json does not declare")
+
+
+# corrupt against the operator, kernel or backend it names, its files sound: corpus.load reads it
+LOADS = {"op_unknown", "operator_module_missing", "operator_not_an_operator", "operator_is_another_op",
+         "kernel_unknown_without_outputs", "param_unknown_name", "param_bad_choice", "param_wrong_type", "param_nan",
+         "backend_gpu_without_cuda", "output_missing_from_both_saved_outputs",
+         "output_other_shape_in_both_saved_outputs", "outputs_none_saved_outputs_asked", "labels_out_of_range",
+         "labels_far_out_of_range", "labels_float", "labels_other_length", "kernel_module_syntax_error",
+         "kernel_module_raises_at_import", "finding_error_kernel_gone", "finding_reject_with_wrong_shape_outputs"}
+# replay finds these against the operator before reading inputs.npz; corpus.load, which knows
+# no operator, finds the arrays case.json does not declare: (the file, what it says)
+LOAD_SAYS = {"inputs_empty": (NPZ, "holds 'input0.npy', which case.json does not declare"),
+             "input_dropped_from_case_json": (NPZ, "holds 'input1.npy', which case.json does not declare")}
+# the path given is no case (the directory is gone, a file, a loop, empty): the command line says
+# so on stderr, as of any path holding no case
+PATH_KINDS = {"case_dir_is_a_file": "not a corpus case or directory", "case_dir_missing": "not a corpus case or "
+              "directory", "case_dir_symlink_loop": "not a corpus case or directory",
+              "case_dir_empty": "no corpus cases under it"}
+
+
 def test_the_battery_is_large_enough():
     corrupt = [k for k in KINDS if k.status == "corrupt"]
     assert len({k.name for k in KINDS}) == len(KINDS) and len(corrupt) >= 60, (len(corrupt), len(KINDS))
     assert all(k.why for k in KINDS if k.status != "corrupt") and all(k.says for k in corrupt)
+
+
+@pytest.fixture
+def unpickled(monkeypatch):
+    """Every way a case could be unpickled in this process (pickle.load, pickle.loads, a new
+    pickle.Unpickler, torch.load), recorded: the battery asserts the list stays empty."""
+    import pickle
+    calls = []
+
+    def record(name, real):
+        def f(*a, **kw):
+            calls.append(name)
+            return real(*a, **kw)
+        return f
+    for name in ("load", "loads"):
+        monkeypatch.setattr(pickle, name, record(f"pickle.{name}", getattr(pickle, name)))
+    monkeypatch.setattr(pickle, "Unpickler", record("pickle.Unpickler", pickle.Unpickler))
+    monkeypatch.setattr(torch, "load", record("torch.load", torch.load))
+    return calls
 
 
 @pytest.fixture
@@ -588,8 +705,9 @@ def case_copy(saved, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("k", [pytest.param(k, id=k.name, marks=(
     [pytest.mark.skip(reason=k.skip)] if k.skip else [])
-    + ([pytest.mark.xfail(strict=True, reason=k.xfail)] if k.xfail else [])) for k in KINDS])
-def test_every_corrupt_case_is_reported_and_the_others_replay(k, case_copy):
+    + ([pytest.mark.xfail(strict=True, reason=k.xfail)] if k.xfail else [])
+    + ([pytest.mark.slow] if k.slow else [])) for k in KINDS])
+def test_every_corrupt_case_is_reported_and_the_others_replay(k, case_copy, capsys, unpickled):
     from numoracle.runner import replay
     d = case_copy(k.base)
     path = k.edit(d)
@@ -609,10 +727,125 @@ def test_every_corrupt_case_is_reported_and_the_others_replay(k, case_copy):
         assert k.file in reason and k.says in reason, reason
         assert "numoracle does not name" not in reason, reason          # a named problem, not the last guard
         assert "\n" not in reason
+    elif k.note:
+        assert k.note in r["note"] and not r["verdicts"], r["note"]
     else:
         assert r["verdicts"] and set(r["statuses"]) == {"statistical", "fixed"}
         if k.name == "kernel_unknown_with_saved_outputs":
             assert "kernel cannot be imported" in r["note"] and not r["kernel_ran"]
+    _through_the_corpus_api(k, path, r)
+    _through_the_command_line(k, path, r, capsys)
+    if not k.slow:                       # (the supervised worker pickles its own messages)
+        assert unpickled == [], unpickled
+    assert not (d.parent / MARKER).exists()
+
+
+def _through_the_corpus_api(k, path, r):
+    """corpus.load: a case whose files are damaged raises InvalidArgument saying what replay
+    says; one whose files are sound (corrupt only against its operator, kernel or backend,
+    LOADS) loads, and so do the cases that are not corrupt."""
+    from numoracle.errors import InvalidArgument
+    if k.status == "corrupt" and k.name not in LOADS:
+        with pytest.raises(InvalidArgument) as exc:
+            C.load(path)
+        if k.name in LOAD_SAYS:
+            file, says = LOAD_SAYS[k.name]
+            assert str(exc.value).startswith(f"{Path(r['path']) / file}: {says}"), str(exc.value)
+        else:
+            assert str(exc.value) == r["reason"], (str(exc.value), r["reason"])
+    else:
+        c = C.load(path)
+        assert len(c.inputs) == len(c.meta["inputs"]) and all(isinstance(t, torch.Tensor) for t in c.inputs)
+        assert k.status != "corrupt" or k.name in LOADS
+
+
+def _through_the_command_line(k, path, r, capsys):
+    """numoracle replay PATH: exit 2 for a corrupt case (1 reproduced, 0 ok), one line for the
+    case saying what replay says, no traceback on either stream."""
+    from numoracle.cli import main
+    argv = ["replay", "--brief", "--isolate" if k.slow else "--no-isolate"]
+    argv += ["--saved-outputs"] if k.replay.get("saved_outputs") else []
+    capsys.readouterr()
+    rc = main(argv + [str(path)])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err and 'File "' not in out + err, out + err
+    assert rc == ("ok", "reproduced", "corrupt").index(k.status), (rc, out, err)
+    lines = out.splitlines()
+    if k.name in PATH_KINDS:          # not a case at all: a usage error on stderr, the others still run
+        assert f"numoracle: error: {path}" in err and PATH_KINDS[k.name] in err, err
+        assert lines[-1] == "0 case(s): none; 1 path(s) holding no case", out
+        return
+    shown = r["path"].encode("utf-8", "backslashreplace").decode()
+    mine = [line for line in lines if line.startswith(f"{shown}:")]
+    assert len(mine) == 1 and lines[-1].startswith("1 case(s): "), out
+    if k.status == "corrupt":
+        assert mine[0] == f"{shown}: corrupt: {r['reason']}".encode("utf-8", "backslashreplace").decode(), mine
+    else:
+        assert mine[0].startswith(f"{shown}: {k.status}"), mine
+
+
+# what the pytest plugin cannot be given: no case there to collect, or a replay mode it lacks
+NOT_FOR_THE_PLUGIN = set(PATH_KINDS) | {"case_json_path_given"}
+
+
+def _for_the_plugin(k) -> bool:
+    return not (k.skip or k.xfail or k.slow or k.replay or k.name in NOT_FOR_THE_PLUGIN)
+
+
+def _one_corpus(saved, corpora: Path) -> list:
+    """Every kind the plugin can be given, each edited into corpora/<kind>/case; the kinds."""
+    kinds = [k for k in KINDS if _for_the_plugin(k)]
+    for k in kinds:
+        d = corpora / k.name / "case"
+        shutil.copytree(saved[k.base], d)
+        k.edit(d)
+    return kinds
+
+
+def test_the_plugin_collects_every_case_once_and_fails_the_corrupt_ones(saved, pytester, monkeypatch):
+    """Every kind's case under one corpora/ directory, collected by the pytest plugin in one
+    run: one item per case (one whose case.json is missing, a directory, a FIFO or a loop is
+    collected from its inputs.npz), no collection error and no hang (a FIFO, /dev/zero and a
+    4 GiB case.json are not read at collection), a corrupt case's item failing with the file
+    and the problem and no traceback, the others passing or failing as their replay says."""
+    corpora = pytester.path / "corpora"
+    monkeypatch.syspath_prepend(str(corpora))          # the kinds' kernel modules
+    kinds = _one_corpus(saved, corpora)
+
+    class Record:
+        items, reports, collect_errors = [], {}, []
+
+        def pytest_collection_modifyitems(self, items):
+            Record.items = [i.nodeid for i in items]
+
+        def pytest_collectreport(self, report):
+            if report.failed:
+                Record.collect_errors.append((report.nodeid, report.longreprtext))
+
+        def pytest_runtest_logreport(self, report):
+            if report.when == "call" or report.failed:
+                Record.reports[report.nodeid] = (report.outcome, report.longreprtext)
+
+    res = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-q", "corpora", plugins=[Record()])
+    assert Record.collect_errors == []
+    by_kind = {}
+    for nodeid in Record.items:
+        by_kind.setdefault(nodeid.split("/")[1], []).append(nodeid)
+    assert sorted(by_kind) == sorted(k.name for k in kinds if k.name != "case_dir_empty")
+    assert all(len(v) == 1 for v in by_kind.values()), {k: v for k, v in by_kind.items() if len(v) != 1}
+    for k in kinds:
+        if k.name == "case_dir_empty":
+            continue
+        outcome, text = Record.reports[by_kind[k.name][0]]
+        assert "Traceback" not in text and 'File "' not in text, (k.name, text)
+        if k.status == "corrupt":
+            assert outcome == "failed" and k.file in text and k.says in text, (k.name, outcome, text)
+        elif k.status == "ok" or k.name == "expect_reject":
+            assert outcome == "passed", (k.name, text)
+        else:                            # a reproduced finding: the bug it records is not fixed
+            assert outcome == "failed", (k.name, text)
+            assert (k.note or "Kernel output outside its acceptance region") in text, (k.name, text)
+    assert res.ret == 1
 
 
 def test_bombs_are_refused_in_bounded_memory(saved, tmp_path):
@@ -662,7 +895,7 @@ def mix(saved, tmp_path):
 def test_cli_replays_every_case_of_a_mix_and_exits_with_the_worst(mix, capsys):
     from numoracle.cli import main
     root, (good, ok, bad, lost) = mix
-    assert main(["replay", "--brief", str(good), str(ok), str(bad), str(lost)]) == 2
+    assert main(["replay", "--brief", "--no-isolate", str(good), str(ok), str(bad), str(lost)]) == 2
     out = capsys.readouterr().out.splitlines()
     lines = {p: [line for line in out if line.startswith(f"{p}:")] for p in (good, ok, bad, lost)}
     assert all(len(v) == 1 for v in lines.values()), out
@@ -671,16 +904,16 @@ def test_cli_replays_every_case_of_a_mix_and_exits_with_the_worst(mix, capsys):
     assert f"corrupt: {lost / NPZ}: missing" in lines[lost][0]
     assert out[-1] == "4 case(s): 1 ok, 1 reproduced, 2 corrupt"
     # the corpus directory itself: the same four, the one missing its inputs.npz included
-    assert main(["replay", "--brief", str(root)]) == 2
+    assert main(["replay", "--brief", "--no-isolate", str(root)]) == 2
     assert capsys.readouterr().out.splitlines()[-1] == "4 case(s): 1 ok, 1 reproduced, 2 corrupt"
-    assert main(["replay", "--brief", str(good), str(ok)]) == 1
-    assert main(["replay", "--brief", str(ok)]) == 0
+    assert main(["replay", "--brief", "--no-isolate", str(good), str(ok)]) == 1
+    assert main(["replay", "--brief", "--no-isolate", str(ok)]) == 0
 
 
 def test_cli_json_is_one_document_of_every_case(mix, capsys):
     from numoracle.cli import main
     root, (good, ok, bad, lost) = mix
-    assert main(["replay", "--json", str(root), str(root / "nowhere")]) == 2
+    assert main(["replay", "--json", "--no-isolate", str(root), str(root / "nowhere")]) == 2
     captured = capsys.readouterr()
     doc = json.loads(captured.out)                       # the whole of stdout is one document
     by_path = {d["path"]: d for d in doc}
@@ -695,13 +928,38 @@ def test_cli_prints_an_undecodable_path_on_a_strict_utf8_stdout(saved, tmp_path,
     raw = io.BytesIO()
     out = io.TextIOWrapper(raw, encoding="utf-8", errors="strict")
     monkeypatch.setattr(sys, "stdout", out)
-    assert main(["replay", "--brief", str(d)]) == 0
+    assert main(["replay", "--brief", "--no-isolate", str(d)]) == 0
     out.flush()
     assert b"case-\\udcff: ok" in raw.getvalue()
 
 
 @pytest.mark.slow
+def test_python_m_numoracle_replay_over_every_kind_at_once(saved, tmp_path):
+    """``python -m numoracle replay CORPUS`` (kernels in the supervised worker, the default)
+    over one corpus of every kind: one line per case with the status its kind expects, the
+    summary, exit 2, and no traceback on stderr."""
+    corpora = tmp_path / "corpora"
+    kinds = _one_corpus(saved, corpora)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(corpora)])}
+    done = subprocess.run([sys.executable, "-m", "numoracle", "replay", "--brief", str(corpora)],
+                          capture_output=True, env=env, timeout=600)
+    out, err = done.stdout.decode("utf-8"), done.stderr.decode("utf-8", "replace")
+    assert done.returncode == 2 and "Traceback" not in out + err, err[-3000:]
+    lines = out.splitlines()
+    for k in kinds:
+        if k.name == "case_dir_empty":
+            continue
+        mine = [line for line in lines if line.startswith(f"{corpora / k.name}/")]
+        assert len(mine) == 1 and f": {k.status}" in mine[0], (k.name, mine)
+        if k.status == "corrupt":
+            assert k.file in mine[0] and k.says in mine[0], (k.name, mine)
+    n = sum(k.name != "case_dir_empty" for k in kinds)
+    assert lines[-1].startswith(f"{n} case(s): "), lines[-1]
+
+
+@pytest.mark.slow
 def test_python_m_numoracle_replay_over_a_mix(mix):
+    """The mix through ``python -m numoracle``, kernels in the supervised worker (the default)."""
     root, (good, ok, bad, lost) = mix
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     run = [sys.executable, "-m", "numoracle", "replay", "--brief"]
