@@ -361,6 +361,8 @@ kind("case_json_symlink_loop", _symlink(CJ, "self"), says="symlink loop")
 kind("case_json_dangling_symlink", _symlink(CJ, "/nonexistent/case.json"), says="missing")
 kind("case_json_fifo", _fifo(CJ), says="is a FIFO")
 kind("case_json_dev_zero", _symlink(CJ, "/dev/zero"), says="is a device")
+kind("case_json_symlink_outside_the_corpus", _symlink(CJ, "/etc/passwd"), says="not valid JSON",
+     skip="" if os.path.isfile("/etc/passwd") else "no /etc/passwd here")
 kind("case_json_unreadable", _unreadable(CJ), says="Permission denied", skip="root reads any file" if IS_ROOT else "")
 kind("case_json_bom", lambda d: (d / CJ).write_bytes(b"\xef\xbb\xbf" + (d / CJ).read_bytes()), status="reproduced",
      why="a UTF-8 byte-order mark (some editors add one) is not part of the JSON text")
@@ -455,6 +457,32 @@ kind("npz_is_a_directory", _replace_with_dir(NPZ), file=NPZ, says="is a director
 kind("npz_symlink_loop", _symlink(NPZ, "self"), file=NPZ, says="symlink loop")
 kind("npz_fifo", _fifo(NPZ), file=NPZ, says="is a FIFO")
 kind("npz_dev_zero", _symlink(NPZ, "/dev/zero"), file=NPZ, says="is a device")
+kind("npz_symlink_outside_the_corpus", _symlink(NPZ, "/etc/passwd"), file=NPZ, says="not a zip archive",
+     skip="" if os.path.isfile("/etc/passwd") else "no /etc/passwd here")
+
+
+def _outside(d: Path) -> Path:
+    """A directory outside the corpus the case is in (and outside what the plugin collects)."""
+    out = d.parent.parent.parent / f"outside-{d.parent.parent.name}-{d.parent.name}"
+    out.mkdir()
+    return out
+
+
+def _link_outside(arrays: Callable[[Path], dict]):
+    def edit(d):
+        target = _outside(d) / NPZ
+        np.savez(target, **arrays(d))
+        (d / NPZ).unlink()
+        os.symlink(target, d / NPZ)
+    return edit
+
+
+kind("npz_symlink_outside_to_other_arrays", _link_outside(lambda d: {"input0": input0(d), "input1": np.array([3, 5]),
+                                                                      "output0": input0(d), "output1": input0(d)[:, 0]}),
+     file=NPZ, says="[input1]: array has shape (2,) but case.json records [8]")
+kind("npz_symlink_outside_to_the_same_arrays", _link_outside(
+    lambda d: {k.removesuffix(".npy"): np.lib.format.read_array(io.BytesIO(v)) for k, v in members(d).items()}),
+     status="reproduced", why="a linked inputs.npz is read through the link, and judged by what it holds")
 kind("npz_huge_sparse", _sparse(NPZ, 8 * GIB), file=NPZ, says="over the limit")
 kind("npz_unreadable", _unreadable(NPZ), file=NPZ, says="Permission denied", skip="root reads any file" if IS_ROOT else "")
 # inputs.npz: its members
