@@ -15,7 +15,12 @@ reference's choices, the number of inputs to its arguments, and the saved inputs
 the reference program can run on (labels in range, shapes that fit); a case that fails
 there is corrupt, not a finding.  The reference is evaluated once per replay, with
 non-finite inputs judged as ``nonfinite='uncertified'`` does (the elements they reach are
-uncertified, the others judged), so a case whose inputs hold NaN or infinity replays."""
+uncertified, the others judged), so a case whose inputs hold NaN or infinity replays.
+
+A case saved from a kernel error, timeout or crash records it under ``finding`` (and no
+judged outputs): its kernel is re-run (a crash's in the supervised worker), and its failing
+again reproduces it; with ``saved_outputs`` a kernel error's saved outputs that cannot be
+judged reproduce it too, where a reject's saved outputs that no longer fit are corrupt."""
 
 from __future__ import annotations
 
