@@ -29,6 +29,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -874,6 +875,18 @@ def test_the_plugin_collects_every_case_once_and_fails_the_corrupt_ones(saved, p
             assert outcome == "failed", (k.name, text)
             assert (k.note or "Kernel output outside its acceptance region") in text, (k.name, text)
     assert res.ret == 1
+
+
+@pytest.mark.parametrize("kw,words", [
+    ({"timeout": 0}, "timeout=0"), ({"timeout": math.nan}, "timeout=nan"), ({"timeout": "5"}, "timeout='5'"),
+    ({"timeout": True}, "timeout=True"), ({"isolate": "yes"}, "isolate='yes'"), ({"isolate": 1}, "isolate=1"),
+    ({"backend": "tpu"}, "tpu")])
+def test_replays_own_bad_arguments_raise_before_any_case_is_read(kw, words, saved):
+    """The caller's own arguments are the caller's error (InvalidArgument), not the case's."""
+    from numoracle.errors import InvalidArgument
+    from numoracle.runner import replay
+    with pytest.raises(InvalidArgument, match=re.escape(words)):
+        replay(saved["rms"], **kw)
 
 
 def test_bombs_are_refused_in_bounded_memory(saved, tmp_path):
