@@ -164,3 +164,17 @@ def block_e2m1(x, *, shift=23, rule="floor", ties="even", low=0.25):
     s = torch.empty((x.shape[0], x.shape[1] // 32), dtype=torch.uint8)
     block_e2m1_kernel[(x.numel() // 32,)](x, q, s, SHIFT=shift, RULE=rule, TIES=ties, LOW=low)
     return q, s
+
+
+@triton.jit
+def uncompilable_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    # BLOCK is not a power of two: Triton's frontend rejects the arange when it compiles
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs) * 2.0)
+
+
+def uncompilable(x, w, **params):
+    """Launches a kernel that does not compile (an arange of 48)."""
+    y = torch.empty_like(x)
+    uncompilable_kernel[(1,)](x, y, BLOCK=48)
+    return y
