@@ -37,7 +37,7 @@ def _resolve(op_or_reference, kernel):
     elif isinstance(op_or_reference, operators.Operator):
         op = op_or_reference
     if op is not None:
-        from ..runner.kernels import resolve
+        from ..operators.choose import resolve
         fn, name = resolve(op, kernel if kernel is not None else "correct")
         return op.reference, fn, name
     if isinstance(op_or_reference, Reference) or callable(op_or_reference):
