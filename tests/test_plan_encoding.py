@@ -5,7 +5,6 @@ tie rule, a wrong threshold or the other rounding of the exponent is not."""
 
 import functools
 
-import pytest
 import torch
 
 from numoracle import backends

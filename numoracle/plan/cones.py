@@ -184,7 +184,7 @@ class Cones:
         if d is None or d[0] == "arg":
             return EMPTY
         if d[0] == "block":
-            op, ri, ai = d[1], d[2], d[3]
+            op, ai = d[1], d[3]
             if op.name == "scf.for":
                 if ai == 0:
                     return EMPTY
@@ -265,7 +265,7 @@ class Cones:
         if d is None or d[0] == "arg":
             return None
         if d[0] == "block":
-            op, ri, ai = d[1], d[2], d[3]
+            op, ai = d[1], d[3]
             if op.name == "scf.for" and ai > 0:
                 steps = K.trip_count(kir, op)
                 inits = op.operands[3:]
@@ -377,7 +377,7 @@ def _flows(kir: K.KernelIR, name: str, target_op, depth: int = 0) -> bool:
     if d is None:
         return False
     if d[0] == "block":
-        op, ri, ai = d[1], d[2], d[3]
+        op, ai = d[1], d[3]
         if op.name == "scf.for" and ai > 0:
             return _flows(kir, op.operands[3:][ai - 1] if ai - 1 < len(op.operands[3:]) else None, target_op,
                           depth + 1)

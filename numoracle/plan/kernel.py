@@ -385,7 +385,7 @@ class KernelIR:
         if d[0] == "arg":
             return self.func.args[d[1]][0]
         if d[0] == "block":
-            op, ri, ai = d[1], d[2], d[3]
+            op, ai = d[1], d[3]
             if op.name == "scf.for" and ai > 0:
                 inits = op.operands[3:]
                 if ai - 1 < len(inits):
