@@ -74,3 +74,52 @@ def test_a_disagreement_is_the_line_and_what_cannot_be_checked_says_why(checks):
     # names that name nothing are the caller's error
     with pytest.raises(InvalidArgument):
         plan.assumption(op, "no_such_kernel", inputs, params)
+
+
+def test_the_runner_and_check_carry_the_line_only_with_plan_check_on(checks):
+    import numoracle as no
+    from numoracle.runner import judge
+    op = operators.get("rms_norm")
+    inputs, params = op.example(0)
+    kfn = op.kernels["correct"]
+    # off by default: no check made, nothing in the verdict
+    out = judge(op, kfn, inputs, params)
+    assert out.status == "accept" and out.verdict.assumptions.plan is None and not checks
+    assert "plan:" not in out.verdict.explain()
+    with no.settings(plan_check=True):
+        out = judge(op, kfn, inputs, params)
+        line = "precision plan checked against the compiled kernel (cuda sm90): no disagreement"
+        assert out.verdict.assumptions.plan == line and len(checks) == 1
+        assert f"plan: {line}" in out.verdict.explain() and out.verdict.to_dict()["assumptions"]["plan"] == line
+        # other values of one signature: the cached line, no second check
+        other = [torch.randn_like(t) if t.is_floating_point() else t for t in inputs]
+        assert judge(op, kfn, other, params).verdict.assumptions.plan == line and len(checks) == 1
+        # a disagreement is stated; the verdict itself is unchanged by it
+        out = judge(op, op.kernels["1oversqrt"], inputs, params)
+        assert out.status == "accept" and "1 disagreement(s)" in out.verdict.assumptions.plan
+        # no.check with the launcher named
+        y = kfn(*inputs, **params)
+        v = no.check(op.reference, y, inputs, params, kernel=kfn)
+        assert v.assumptions.plan == line
+        # a launcher that exits, or a kernel argument that names nothing: a line, not an exception
+        def exits(*a, **k):
+            raise SystemExit(3)
+        v = no.check(op.reference, y, inputs, params, kernel=exits)
+        assert v.status == "accept" and v.assumptions.plan.startswith("precision plan not checked: ")
+        v = no.check(op.reference, y, inputs, params, kernel="not a launcher")
+        assert v.status == "accept" and v.assumptions.plan.startswith("precision plan not checked: ")
+    # without kernel= there is nothing to check, whatever the setting
+    with no.settings(plan_check=True):
+        assert no.check(op.reference, y, inputs, params).assumptions.plan is None
+
+
+def test_the_launcher_runs_on_copies_with_the_inputs_strides_and_alignment(checks):
+    from numoracle.plan.assume import _copy
+    x = torch.randn(70)[1:65].reshape(8, 8)        # 4 bytes past a 16-byte boundary
+    y = _copy(x)
+    assert y.data_ptr() != x.data_ptr() and y.data_ptr() % 16 == x.data_ptr() % 16
+    assert y.stride() == x.stride() and torch.equal(y, x)
+    t = torch.randn(8, 16).t()
+    assert _copy(t).stride() == t.stride()
+    e = torch.randn(4, 1).expand(4, 8)             # overlapping: the tensor itself
+    assert _copy(e) is e

@@ -18,19 +18,23 @@ from ..errors import InvalidArgument
 
 _CACHE: dict = {}
 _LOCK = threading.Lock()
-# objects a key names by identity, kept alive so that their id is not reused
-_KEEP: list = []
+# objects a key names by identity, kept alive so that their id is not reused (one entry an object)
+_KEEP: dict = {}
 
 
 def assumption(op, kernel="correct", inputs=(), params=None, *, arch=None, profile="h200",
-               config: int = 0) -> str | None:
+               config: int = 0, kernel_kwargs=None) -> str | None:
     """One line for a verdict's assumptions: the plan check of ``kernel`` against ``op``'s
     reference on inputs like ``inputs``, or why it was not made.
 
     Arguments are :func:`numoracle.plan.check_plan`'s: ``op`` an operator, its registered name or
     a reference program; ``kernel`` a registered kernel name (``"correct"``, a variant,
     ``"faulty:NAME"``), ``package.module:function`` or a callable launcher (with a reference
-    program, a callable); ``inputs`` and ``params`` one call's inputs and keyword parameters.
+    program, a callable); ``inputs`` and ``params`` one call's inputs and keyword parameters;
+    ``kernel_kwargs`` keyword arguments for the kernel only (a runner case's kernel config),
+    not for the reference.  The launcher runs (its launches recorded, not executed) on copies
+    of ``inputs`` with their strides and 16-byte alignment, so host code that works in place
+    leaves the caller's tensors alone.
 
     Returns
 
@@ -39,7 +43,8 @@ def assumption(op, kernel="correct", inputs=(), params=None, *, arch=None, profi
     * ``"precision plan not checked: <why>"`` when the check could not be made: a kernel that does
       not compile for the target (the compiler's cause), a launcher that raised before any
       Triton launch, a reference the calculus cannot run on these inputs, any other error of the
-      capture, compilation, reading or check.  It never raises for those;
+      capture, compilation, reading or check (``SystemExit`` from a launcher included).  It
+      never raises for those, only for the user's interrupt (``KeyboardInterrupt``);
     * ``None`` when the launcher launched no Triton kernel (a torch function, say): there is no
       compiled plan to check and nothing to say.
 
@@ -55,15 +60,19 @@ def assumption(op, kernel="correct", inputs=(), params=None, *, arch=None, profi
     """
     from . import _resolve
     params = dict(params or {})
+    kernel_kwargs = dict(kernel_kwargs or {})
     ref, fn, name = _resolve(op, kernel)        # names that name nothing raise here
-    key = (_ident(ref), _ident(fn), _signature(inputs), _frozen(params), arch, _ident(profile), config)
+    key = (_ident(ref), _ident(fn), _signature(inputs), _frozen(params), arch, _ident(profile), config,
+           _frozen(kernel_kwargs))
     with _LOCK:
         entry = _CACHE.get(key)
         if entry is None:
             entry = _CACHE[key] = [threading.Lock(), False, None]
     with entry[0]:
         if not entry[1]:
-            entry[2] = _line(ref, fn, name, list(inputs), params, arch, profile, config)
+            if kernel_kwargs:
+                fn = _bound(fn, kernel_kwargs)
+            entry[2] = _line(ref, fn, name, [_copy(x) for x in inputs], params, arch, profile, config)
             entry[1] = True
         return entry[2]
 
@@ -77,6 +86,32 @@ def _cache_clear() -> None:
 assumption.cache_clear = _cache_clear
 
 
+def _bound(fn, kwargs: dict):
+    """``fn`` with the kernel-only keyword arguments ``kwargs`` bound."""
+    def launcher(*a, **k):
+        return fn(*a, **k, **kwargs)
+    launcher.__name__ = getattr(fn, "__name__", "kernel")
+    return launcher
+
+
+def _copy(x):
+    """A copy of tensor ``x`` with its shape, strides and address modulo 16 (what Triton
+    specializes on); ``x`` itself where no such copy can be made (overlapping strides)."""
+    if isinstance(x, (tuple, list)):
+        return type(x)(_copy(v) for v in x)
+    if not isinstance(x, torch.Tensor):
+        return x
+    try:
+        k = (x.data_ptr() % 16) // max(1, x.element_size())
+        extent = 1 + sum((n - 1) * st for n, st in zip(x.shape, x.stride())) if x.numel() else 0
+        buf = torch.empty(k + extent, dtype=x.dtype, device=x.device)
+        out = buf.as_strided(tuple(x.shape), tuple(x.stride()), k)
+        out.copy_(x)
+        return out
+    except Exception:                         # noqa: BLE001 - a stride-0 view, a tensor subclass
+        return x
+
+
 def _line(ref, fn, name, inputs, params, arch, profile, config) -> str | None:
     from .check import check
     from .extract import extract_plan
@@ -86,7 +121,9 @@ def _line(ref, fn, name, inputs, params, arch, profile, config) -> str | None:
     except InvalidArgument as exc:
         # a kernel that does not compile for the target, a launcher that raised before launching
         return f"precision plan not checked: {exc}"
-    except Exception as exc:                  # noqa: BLE001 - an assumption line must not end a run
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:              # noqa: BLE001 - an assumption line must not end a run
         return f"precision plan not checked: reading the kernel's plan failed ({type(exc).__name__}: {exc})"
     if not kplan.capture.launches:
         return None                          # no Triton kernel: no compiled plan to check
@@ -107,7 +144,7 @@ def _ident(x):
     from .. import operators
     if isinstance(x, operators.Operator):
         return ("operator", x.name, id(x.reference))
-    _KEEP.append(x)
+    _KEEP[id(x)] = x
     return ("object", id(x))
 
 
@@ -128,3 +165,22 @@ def _signature(inputs) -> tuple:
 
 def _frozen(params: dict) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in params.items()))
+
+
+def annotate(verdicts: dict, op, kernel, inputs, params=None, *, kernel_kwargs=None) -> dict:
+    """``verdicts`` (mode -> Verdict) with the plan check's line in their assumptions
+    (``Assumptions.plan``), when there is one (see :func:`assumption`).  Never raises but for
+    the user's interrupt: a kernel it cannot name or check gives a 'not checked' line."""
+    import dataclasses
+    try:
+        line = assumption(op, kernel, inputs, params, kernel_kwargs=kernel_kwargs)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:              # noqa: BLE001 - an unknown kernel name: still a verdict
+        line = f"precision plan not checked: {type(exc).__name__}: {exc}"
+    if line is None:
+        return verdicts
+    for v in verdicts.values():
+        if v.assumptions is not None:
+            v.assumptions = dataclasses.replace(v.assumptions, plan=line)
+    return verdicts
