@@ -123,3 +123,21 @@ def test_the_launcher_runs_on_copies_with_the_inputs_strides_and_alignment(check
     assert _copy(t).stride() == t.stride()
     e = torch.randn(4, 1).expand(4, 8)             # overlapping: the tensor itself
     assert _copy(e) is e
+
+
+def test_replay_carries_the_line_when_it_reruns_the_kernel(tmp_path, checks):
+    import numoracle as no
+    from numoracle import corpus
+    from numoracle.runner import judge, replay
+    from numoracle.strategies import Case
+    op = operators.get("rms_norm")
+    case = Case("rms_norm", "bf16", 2, 8, "calibration", 0, (), (("casting", "llama"), ("offset", 0.0)), (), 0)
+    out = judge(op, op.kernels["correct"], *case.materialize(), case=case)
+    path = corpus.save(tmp_path, op, "correct", out, backend="interpreter", mode="statistical", expect="accept")
+    assert all(v.assumptions.plan is None for v in replay(path)["verdicts"].values())
+    with no.settings(plan_check=True):
+        r = replay(path)
+        assert r["kernel_ran"] and all(v.assumptions.plan.endswith("no disagreement") for v in r["verdicts"].values())
+        # saved outputs re-judged: no kernel ran, nothing to say
+        r = replay(path, saved_outputs=True)
+        assert all(v.assumptions.plan is None for v in r["verdicts"].values())
