@@ -106,7 +106,8 @@ def _copy(x):
         extent = 1 + sum((n - 1) * st for n, st in zip(x.shape, x.stride())) if x.numel() else 0
         buf = torch.empty(k + extent, dtype=x.dtype, device=x.device)
         out = buf.as_strided(tuple(x.shape), tuple(x.stride()), k)
-        out.copy_(x)
+        with torch.no_grad():
+            out.copy_(x)
         return out
     except Exception:                         # noqa: BLE001 - a stride-0 view, a tensor subclass
         return x
