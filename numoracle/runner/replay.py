@@ -169,6 +169,10 @@ def _replay(path, kernel, backend, saved_outputs, timeout, isolate) -> dict:
         return {"path": str(c.path), **base, "status": "reproduced", "passes": expect == "reject", "kernel_ran": ran,
                 "note": f"{note}; outputs not judgeable: {why}", "backend": chosen_backend.name, "statuses": {},
                 "reproduced": True, "verdicts": {}}
+    from ..config import settings
+    if ran and settings.default.plan_check:
+        from ..plan.assume import annotate
+        annotate(verdicts, op, kfn, inputs, params, kernel_kwargs=config)
     for v in verdicts.values():
         v.replay = str(c.path)
     now_cert = verdicts["fixed"].certificate.to_dict()
