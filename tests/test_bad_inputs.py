@@ -272,16 +272,8 @@ def _expand_case(b):
     return rms(b, inputs=(b.x, w), outputs=(y, r)), plain
 
 
-# rows whose fix lies in files this branch does not own: a string parameter without declared
-# choices takes the reference's else-branch (geglu's tanh form, no division for a 'bogus'
-# reduction) and is judged; operators/references.py and ops_backward.py would declare them
-API_NOT_OURS = {
-    "param_approximate_bogus": "geglu's reference declares no choices for approximate (operators/references.py)",
-    "param_backward_reduction_bogus": "cross_entropy_backward declares no choices for reduction "
-                                      "(operators/ops_backward.py)"}
-RAISE_CASES = [pytest.param(e, build, words, id=f"{name}-{e}", marks=[pytest.mark.xfail(
-    strict=True, reason=API_NOT_OURS[name])] if name in API_NOT_OURS else [])
-    for name, entries, build, words in RAISES for e in entries]
+RAISE_CASES = [pytest.param(e, build, words, id=f"{name}-{e}") for name, entries, build, words in RAISES
+               for e in entries]
 VERDICT_CASES = [pytest.param(e, name, build, check, id=f"{name}-{e}") for name, entries, build, check in VERDICTS
                  for e in entries]
 
@@ -395,12 +387,6 @@ CLI = [
     ("unknown_command", ["frobnicate"], "invalid choice"),
 ]
 
-# rows whose fix lies in a file this branch does not own (numoracle/cli/run.py declares
-# --corpus without a validator): kept as strict xfails so that they turn up when fixed
-NOT_OURS = {"corpus_is_a_file": "numoracle/cli/run.py's --corpus takes no type=common.corpus_dir yet",
-            "op_module_raises_at_import": "numoracle/operators/__init__.py's resolve catches only ImportError, "
-                                          "AttributeError and SyntaxError from the operator's module"}
-
 
 def test_the_cli_battery_is_large_enough():
     assert len(CLI) >= 50
@@ -423,7 +409,7 @@ NO_CUDA = {"backend_gpu_without_cuda", "replay_backend_gpu"}     # what a machin
 
 
 def _cli_marks(name):
-    marks = [pytest.mark.xfail(strict=True, reason=NOT_OURS[name])] if name in NOT_OURS else []
+    marks = []
     if name in NO_CUDA:
         marks.append(pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA"))
     return marks
