@@ -208,7 +208,7 @@ class _Zygote:
     def __init__(self, backend, values: dict):
         import socket
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = dict(os.environ, **backend.environment())
+        env = child_environment(dict(os.environ, **backend.environment()))
         env["PYTHONPATH"] = os.pathsep.join(p for p in [os.getcwd(), *sys.path] if p)
         cmd = [sys.executable, "-m", "numoracle.runner.worker", "zygote", str(theirs.fileno())]
         try:
@@ -476,10 +476,24 @@ atexit.register(close_all)
 
 # ---- the child's side -----------------------------------------------------------------------
 
+PARENT_ENV = "NUMORACLE_PARENT_PID"
+
+
+def child_environment(env: dict | None = None) -> dict:
+    """``env`` (default: this process's) with this process's pid as the parent a child started
+    with it must die with (``die_with_parent``)."""
+    return {**(os.environ if env is None else env), PARENT_ENV: str(os.getpid())}
+
+
 def die_with_parent() -> None:
     """End this process when the one that started it ends, however it ends (kill -9 too):
-    the kernel's death signal on Linux, and a thread watching the parent's pid."""
+    the kernel's death signal on Linux, and a thread watching the parent's pid.  A parent
+    that died while this process was still starting (imports take seconds) is caught by the
+    pid its starter put in the environment (``child_environment``)."""
     parent = os.getppid()
+    expected = os.environ.pop(PARENT_ENV, "")      # for this process only, not for its own children
+    if expected.isdigit() and int(expected) != parent:
+        os._exit(1)
     if sys.platform.startswith("linux"):
         try:
             import ctypes
