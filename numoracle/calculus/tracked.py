@@ -282,10 +282,13 @@ class Tracked:
                        FM.Form(), self.ctx)
 
     # ---- rounding sites
-    def _round(self, fmt: F.Format, what: str, scaled: Tensor | None = None) -> "Tracked":
+    def _round(self, fmt: F.Format, what: str, scaled: Tensor | None = None,
+               tiny_below: float | None = None) -> "Tracked":
         """Round to fmt: a private rounding error of at most u|c| per element, none where
         the value is exact or where ``scaled`` says the operation only scaled by a power
-        of two (those keep the underflow term)."""
+        of two (those keep the underflow term).  The absolute underflow term applies below
+        ``tiny_below`` (default: fmt's smallest normal; a product's threshold is higher,
+        see ``underflow_threshold``)."""
         ctx = self.ctx
         R = self.radius()
         c = self.c
@@ -308,7 +311,7 @@ class Tracked:
         fm = FM.add_private(self.form, FM.Entry(a, a.square(), frozenset((key,)), label), ctx.condensed)
         # second order: the rounding error of the error, u*|e|; and underflow
         eta = fmt.min_subnormal / 2 if fmt.subnormals else fmt.min_normal
-        tiny = (c.abs() - R) < fmt.min_normal
+        tiny = (c.abs() - R) < (fmt.min_normal if tiny_below is None else tiny_below)
         extra = u * R
         if ctx.any(tiny):
             # (a float64 mask times eta: torch.where on two Python numbers gives float32,
@@ -495,7 +498,8 @@ def _mul(x: Tracked, y: Tracked, fmt, shape, taint) -> Tracked:
         g = y.k
         t = Tracked(x.c * g, fmt, FM.scale(x.form, g), ctx, repr_fmt=x.repr_fmt, taint=taint)
         if g >= 1:
-            return t
+            # exact, but the scaled value may leave the format's range: a site of its own
+            return _range_only(t, fmt, f"{fmt} mul by {g:g}")
         # scaling down is exact only while the result stays normal
         u = _underflow_only(t, fmt, f"{fmt} mul by {g:g}")
         return Tracked(u.c, fmt, u.form, ctx, repr_fmt=x.repr_fmt, taint=u.taint)
@@ -507,23 +511,56 @@ def _mul(x: Tracked, y: Tracked, fmt, shape, taint) -> Tracked:
     second = Rx * Ry
     if ctx.any((second > 0)):
         fm = FM.add_det(fm, ctx.label(f"{fmt} mul (second order)"), second, ctx.condensed)
-    fm = _fp64_slack(fm, c, ctx)
+    if x.repr_fmt.precision + y.repr_fmt.precision <= 53:
+        # where both factors are known exactly (no error: values of their formats, at most
+        # 53 significand bits together) the float64 product is exact and needs no slack;
+        # a value known exactly then stays so through a rounding that changes nothing
+        # (t*t of a saturated tanh t = 1)
+        known = (Rx == 0) & (Ry == 0)
+        c_inexact = torch.where(known, torch.zeros_like(c), c) if ctx.any(known) else c
+        fm = _fp64_slack(fm, c_inexact, ctx)
+    else:
+        fm = _fp64_slack(fm, c, ctx)
     if c.shape != shape:
         c = c.expand(shape).clone()
     t = Tracked(c, fmt, fm, ctx, taint=taint)
+    # below this the product may underflow, or its contraction with an add into an FMA
+    # may round a subnormal result (its bits reach below the smallest subnormal)
+    thr = underflow_threshold(x.repr_fmt.precision, y.repr_fmt.precision, fmt)
     # a product of values with p1 + p2 <= p significand bits is exact in p bits
     if x.repr_fmt.precision + y.repr_fmt.precision <= fmt.precision:
-        return _underflow_only(t, fmt, f"{fmt} mul (exact)")
+        return _underflow_only(t, fmt, f"{fmt} mul (exact)", thr)
     # a runtime scalar (one element: testing it costs nothing) that is a power of two scales
     # exactly, as a Python number does
     masks = [_pow2_scale(s) for s in (y, x) if s.c.numel() == 1]
     scaled = next((m for m in masks if m is not None), None)
-    return t._round(fmt, f"{fmt} mul", scaled=scaled)
+    return t._round(fmt, f"{fmt} mul", scaled=scaled, tiny_below=thr)
 
 
-def _underflow_only(t: Tracked, fmt, what) -> Tracked:
+def underflow_threshold(pa: int, pb: int, fmt) -> float:
+    """Below what magnitude a product of a p_a-bit and a p_b-bit value may carry an absolute
+    error when it is rounded to ``fmt``, or fused into an FMA whose result is rounded: where
+    it is subnormal in fmt (relative error unbounded there), or where its exact value has
+    bits below fmt's smallest subnormal (its lowest bit is above |x y| 2^-(p_a + p_b)), so
+    that a subnormal result of adding it is inexact."""
+    if not fmt.subnormals:
+        return fmt.min_normal
+    return max(fmt.min_normal, fmt.min_subnormal * 2.0 ** (pa + pb))
+
+
+def _range_only(t: Tracked, fmt, what) -> Tracked:
+    """An exact operation's result: certified against fmt's finite range, nothing added."""
     R = t.radius()
-    tiny = (t.c.abs() - R) < fmt.min_normal
+    ok = (t.c.abs() + R) <= fmt.max_finite
+    t.ctx.record(t.ctx.label(what), "range", str(fmt), f"|value| <= {fmt.max_finite:.6g}", ok, t.c.abs() + R)
+    if t.ctx.all(ok):
+        return t
+    return Tracked(t.c, fmt, t.form, t.ctx, repr_fmt=t.repr_fmt, taint=_or(t.taint, ~ok), pre=t.pre)
+
+
+def _underflow_only(t: Tracked, fmt, what, tiny_below: float | None = None) -> Tracked:
+    R = t.radius()
+    tiny = (t.c.abs() - R) < (fmt.min_normal if tiny_below is None else tiny_below)
     ok = (t.c.abs() + R) <= fmt.max_finite
     label = t.ctx.label(what)
     t.ctx.record(label, "range", str(fmt), f"|value| <= {fmt.max_finite:.6g}", ok, t.c.abs() + R)
