@@ -29,6 +29,8 @@ from .mathlib import load as load_profile
 Tensor = torch.Tensor
 
 FAULTS = ("truncating_store", "bf16_accumulation", "no_widening", "ulp_off_store")
+# functions whose values lie strictly inside (-1, 1) (calculus.functions strict_bound)
+_BELOW_ONE = ("sigmoid", "tanh", "erf")
 _EXACT = {"exp": torch.exp, "exp2": torch.exp2, "log": torch.log, "log2": torch.log2,
           "rsqrt": torch.rsqrt, "sqrt": torch.sqrt, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
           "erf": torch.erf, "sin": torch.sin, "cos": torch.cos}
@@ -141,19 +143,30 @@ class Emulated:
     def squeeze(self, a): return self._wrap(self.v.squeeze(a))
 
 
-def _library(plan: Plan, exact: Tensor, call: str, x_abs) -> Tensor:
-    """An fp32 result within the profile's bound of the exact value."""
+def _library(plan: Plan, exact: Tensor, call: str, x_abs, name: str | None = None) -> Tensor:
+    """An fp32 result within the profile's bound of the exact value: k ulps of the exact
+    value's binade (for a function inside (-1, 1) under a profile measured so, of the binade
+    below 1), never farther, also where the result crosses into the binade above."""
     model = plan.profile.model(call)
     k = model.ulps(x_abs) if model.b else model.a
-    slack = torch.clamp(torch.as_tensor(k, dtype=torch.float64) - 0.5, min=0.0)
+    k = torch.as_tensor(k, dtype=torch.float64)
+    slack = torch.clamp(k - 0.5, min=0.0)
     if plan.math == "exact" or not bool((slack > 0).any()):
         return F.round(exact, F.fp32)
-    ulp = F.ulp(exact.abs(), F.fp32)
+    mag = exact.abs()
+    if name in _BELOW_ONE and plan.profile.units_below_one:
+        mag = mag.clamp(max=1.0 - 2.0 ** -24)
+    ulp = F.ulp(mag, F.fp32)
+    bound = k * ulp
     if plan.math == "extreme":
         r = torch.where(plan.uniform(exact.shape) < 0.5, -1.0, 1.0).to(torch.float64)
     else:
         r = 2 * plan.uniform(exact.shape) - 1
-    return F.round(exact + r * slack * ulp, F.fp32)
+    v = F.round(exact + r * slack * ulp, F.fp32)
+    # rounding the target can step past the bound where it crosses a binade: step back
+    over = (v - exact).abs() > bound
+    back = torch.where(v > exact, F.next_down(v, F.fp32), F.next_up(v, F.fp32))
+    return torch.where(over, back, v)
 
 
 def _widen(x: Emulated) -> Emulated:
@@ -177,7 +190,7 @@ def apply(x: Emulated, name: str, call: str) -> Emulated:
     if x.fmt in (F.bf16, F.fp16):
         return apply(_widen(x), name, call).to(x.fmt)
     exact = _EXACT[name](x.v)
-    return Emulated(_library(x.plan, exact, call, x.v.abs()), F.fp32, x.plan, pre=exact)
+    return Emulated(_library(x.plan, exact, call, x.v.abs(), name), F.fp32, x.plan, pre=exact)
 
 
 def div_rn(a, b):

@@ -631,6 +631,8 @@ def _exact_fn(x: Tracked, name: str) -> Tracked:
     fm = FM.scale(x.form, g)
     if ctx.any((R > 0)):
         rem = torch.where(R > 0, 0.5 * f.curvature(lo, hi) * R * R, torch.zeros_like(R))
+        if f.image is not None:
+            fm, rem = _image_cap(ctx, fm, rem, f, lo, hi, x.c, c, g.abs() * R)
         fm = FM.add_det(fm, f"{label} (second order)", rem, ctx.condensed)
     if ctx.profile.ftz and name in _FTZ_FLUSH_ABS:
         meets = (lo < F.fp32.min_normal) & (hi > -F.fp32.min_normal) & ((lo != 0) | (hi != 0))
@@ -646,20 +648,51 @@ def _exact_fn(x: Tracked, name: str) -> Tracked:
     return out
 
 
-def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | None = None) -> Tracked:
+def _image_cap(ctx: Context, fm: FM.Form, rem: Tensor, f, lo: Tensor, hi: Tensor, x_c: Tensor, c: Tensor, lin: Tensor):
+    """Cap f's first- and second-order terms by what f can reach over the enclosure
+    (docs/design.md §4.1).  With D = sup |f(x~) - f(c)| over [lo, hi] (``f.image``):
+    the remainder r = f(x~) - f(c) - g e obeys |r| <= D + |g e| <= D + |g| R, a bound
+    that holds with the linear form kept; and where D < |g| R even the first-order
+    term says more than f can do, so the element's whole error is the deterministic D
+    (its symbols dropped: the bound is on f's value, whatever they are).  lo and hi
+    move outward past their float64 rounding (c -+ R is rounded once: 2^-52 of it is
+    more than that ulp) so the endpoints enclose the real interval."""
+    wlo = lo - lo.abs() * 2.0 ** -52
+    whi = hi + hi.abs() * 2.0 ** -52
+    with torch.no_grad():
+        D = f.image(wlo, whi, x_c, c)
+    # comparisons with NaN (an enclosure outside the domain) are false: the bound is kept
+    rem = torch.where(D + lin < rem, D + lin, rem)
+    use_image = D < lin
+    if ctx.any(use_image):
+        fm = FM.masked(fm, ~use_image)
+        rem = torch.where(use_image, D, rem)
+    return fm, rem
+
+
+def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | None = None,
+                   below: float | None = None) -> Tracked:
     """Add the math library's error for ``call`` to an exact function value t; where
-    ``scaled`` is set (a division by a power of two) only the underflow's."""
+    ``scaled`` is set (a division by a power of two) only the underflow's.  ``below``: the
+    function's values lie strictly inside (-below, below), so the error is counted in ulps
+    of values under it (the calibration's unit is the ulp of the exact value's binade).
+    The result is a value of fp32: where the enclosure holds one fp32 value only, that
+    value is exact."""
     ctx = t.ctx
     model = ctx.profile.model(call)
     label = ctx.label(f"{what} ({_ulps_text(model)})")
     if model.b == 0 and model.a <= 0.5:
-        return t._round(F.fp32, f"{what} (correctly rounded)", scaled=scaled)
+        # RN(f(x~)) with f(x~) in t's enclosure: a call is never contracted into an FMA,
+        # so the rounding-to-one-value rule of an explicit cast holds
+        return t._round(F.fp32, f"{what} (correctly rounded)", scaled=scaled)._settle(t)
     R = t.radius()
     mag = t.c.abs() + R
     ok = mag <= F.fp32.max_finite
     ctx.record(label, "range", "fp32", f"|value| <= {F.fp32.max_finite:.6g}", ok, mag)
     taint = t.taint if ctx.all(ok) else _or(t.taint, ~ok)
     ulps = model.ulps(x_abs) if (x_abs is not None and model.b) else model.a
+    if below is not None:
+        mag = torch.clamp(mag, max=_fp32_below(below))
     err = ulps * ulp_bound_fp32(mag)
     if ctx.profile.ftz:
         err = err + F.fp32.min_normal
@@ -669,7 +702,33 @@ def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | Non
         under = tiny * (F.fp32.min_normal if ctx.profile.ftz else F.fp32.min_subnormal / 2)
         err = torch.where(scaled, under, err)
     fm = FM.add_det(t.form, label, err, ctx.condensed)
-    return Tracked(t.c, F.fp32, fm, ctx, taint=taint)
+    return _on_fp32_grid(Tracked(t.c, F.fp32, fm, ctx, taint=taint))
+
+
+def _fp32_below(v: float) -> float:
+    """The largest fp32 value below v (a positive fp32 value)."""
+    return float(F.next_down(torch.tensor(v, dtype=torch.float64), F.fp32))
+
+
+def _on_fp32_grid(t: Tracked) -> Tracked:
+    """t is a math call's result, an fp32 value inside [c - R, c + R]: where that interval
+    holds a single fp32 value v (RU(lo) = RD(hi)), the result is v, exactly (a
+    saturated tanh is 1, so 1 - t*t is 0)."""
+    ctx = t.ctx
+    R = t.radius()
+    lo, hi = t.c - R, t.c + R
+    ok = torch.isfinite(R) & (torch.maximum(lo.abs(), hi.abs()) <= F.fp32.max_finite)
+    if t.taint is not None:
+        ok = ok & ~t.taint
+    if not ctx.any(ok & (R > 0)):
+        return t
+    # lo and hi are rounded float64 values: move them outward first, as _image_cap does
+    up = F.round(lo - lo.abs() * 2.0 ** -52, F.fp32, "up")
+    decided = ok & (up == F.round(hi + hi.abs() * 2.0 ** -52, F.fp32, "down"))
+    if not ctx.any(decided):
+        return t
+    return Tracked(torch.where(decided, up, t.c), F.fp32, FM.masked(t.form, ~decided), ctx,
+                   taint=t.taint)
 
 
 def ulp_bound_fp32(mag: Tensor) -> Tensor:
@@ -700,7 +759,11 @@ def apply(x: Tracked, name: str, call: str | None = None) -> Tracked:
     t = _exact_fn(x, name)
     R = x.radius()
     x_abs = torch.maximum((x.c - R).abs(), (x.c + R).abs())
-    return _library_error(t, call, x_abs, call)
+    # a profile measured in ulps below 1 for functions inside (-1, 1) lets a saturated value
+    # count its error in 2^-24, not the 2^-23 of the binade its float64 centre 1.0 is in
+    below = FUNCTIONS[name].strict_bound if x.ctx.profile.units_below_one else None
+    return _library_error(t, call, x_abs, call, below=below)
+
 
 
 # --------------------------------------------------------------------------- index ops
