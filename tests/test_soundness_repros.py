@@ -67,6 +67,7 @@ def _w8a8_near_overflow():
     # codes near 448 with A scales near 2e35: dot(codes) x a_scale overflows fp32 before the
     # small B scale (b ~ 1e-3) brings it back into range
     a = (torch.randn(4, 128, generator=g, dtype=torch.float64).clamp(-3, 3) * 8.5e37 / 3).float()
+    a[2:] = torch.randn(2, 128, generator=g)        # two ordinary rows beside the two huge ones
     b = torch.randn(16, 128, generator=g) * 1e-3
     a_q, a_s = quantize_blocks(a, 1, 64)
     b_q, b_s = quantize_blocks(b, 16, 64)
@@ -80,12 +81,19 @@ def test_block_fp8_matmul_whose_dot_times_a_scale_may_overflow_is_uncertified_ne
         p = {**params, "out": out}
         for name, kernel in op.kernels.items():
             y = kernel(*[t.clone() for t in inputs], **p)
-            assert bool(torch.isinf(y).any())          # the overflow is real
+            assert bool(torch.isinf(y[:2]).any())      # the overflow is real
             for mode, v in check_modes(op.reference, y, inputs, p).items():
                 assert v.status == "uncertified", (name, mode, v.explain())
                 assert v.n_rejected == 0
+                unc = v.outputs[0].uncertified
+                assert bool(unc[:2].all()) and not bool(unc[2:].any())
                 sites = [s.label for s in v.certificate.failing]
                 assert sites and all("x a_scale" in s for s in sites), sites
+        # on the same inputs the faulty kernels are rejected on the rows that are certified
+        for name in op.faulty:
+            y = op.faulty_kernel(name)(*[t.clone() for t in inputs], **p)
+            v = check_modes(op.reference, y, inputs, p)["fixed"]
+            assert v.status == "reject", (name, out, v.explain())
 
 
 def test_block_fp8_matmul_faulty_kernels_are_still_rejected_on_ordinary_inputs():

@@ -146,14 +146,18 @@ def mean(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=No
     if n & (n - 1) == 0:
         return s * (1.0 / n)
     ctx = s.ctx
-    q = Tracked(s.c / n, s.fmt, FM.scale(s.form, 1.0 / n), ctx, taint=s.taint)
-    r = q._round(s.fmt, f"mean: divide by {n}")
+    c = s.c / n
+    fm = FM.add_det(FM.scale(s.form, 1.0 / n), "float64 centre", _FP64_SLACK * c.abs(), ctx.condensed)
+    q = Tracked(c, s.fmt, fm, ctx, taint=s.taint)
     model = ctx.profile.model("div")
     extra = builtins.max(model.a - 0.5, 0.5) * (ulp_bound_fp32(q.c.abs() + q.radius()) if s.fmt is F.fp32
                                                    else F.ulp(q.c.abs() + q.radius(), s.fmt))
-    r.form = FM.add_det(r.form, ctx.label(f"mean: 1/{n} (division or reciprocal)"), extra, ctx.condensed)
-    r._R = None
-    return r
+    # the term belongs to the value *before* the rounding: a kernel that stores the mean
+    # stores RN(s * RN(1/n)) (or a library quotient), the rounding of a value that far from
+    # s/n, which the rounding-interval check of the stored mean must admit
+    q = Tracked(c, s.fmt, FM.add_det(fm, ctx.label(f"mean: 1/{n} (division or reciprocal)"), extra,
+                                     ctx.condensed), ctx, taint=s.taint)
+    return q._round(s.fmt, f"mean: divide by {n}")
 
 
 def max(x: Tracked, axis: int = -1, keepdims: bool = False) -> Tracked:
