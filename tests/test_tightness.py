@@ -102,3 +102,22 @@ def test_rms_norm_llama_in_bf16_is_decided_on_almost_every_element():
     s = _widths(rms_norm_llama, y, (x, w))
     assert float((s == 0).float().mean()) >= 0.98
     assert int(s.max()) <= 2
+
+
+@pytest.mark.parametrize("fmt", [F.bf16, F.fp16])
+def test_the_rounding_interval_check_accepts_exactly_the_roundings_of_the_interval(fmt):
+    """y is accepted iff some x in [lo, hi] rounds to y: its rounding cell meets the interval
+    (neither end of the check may be moved in by a value, nor out)."""
+    from numoracle.oracles.rounding_interval import accepted_interval
+    g = torch.Generator().manual_seed(11)
+    # interval ends on and beside midpoints between neighbours, widths 0 to a few ulps
+    base = F.round(torch.randn(512, generator=g, dtype=torch.float64) * 4, fmt)
+    ulp = F.ulp(base, fmt)
+    lo = base + ulp * (torch.randint(-4, 5, (512,), generator=g) / 4.0)
+    hi = lo + ulp * (torch.randint(0, 9, (512,), generator=g) / 4.0)
+    ys = [base + k * ulp for k in range(-4, 7)]
+    for y in ys:
+        y = F.round(y, fmt)
+        clo, chi, lo_closed, hi_closed = F.rounding_cell(y, fmt)
+        meets = ((chi > lo) | ((chi == lo) & hi_closed)) & ((clo < hi) | ((clo == hi) & lo_closed))
+        assert torch.equal(accepted_interval(lo, hi, y, fmt), meets)
