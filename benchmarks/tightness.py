@@ -19,6 +19,7 @@ domain and two (seed, shape) pairs, the domain's parameter choices cycling from 
 uncertified elements, are left out of the width figures (counted apart).
 
     python benchmarks/tightness.py --out docs/results/<date>-tightness-<tag>.json [--md table.md]
+    python benchmarks/tightness.py --compare BEFORE.json AFTER.json
 """
 from __future__ import annotations
 
@@ -212,6 +213,30 @@ def markdown(rows, kills) -> str:
     return "\n".join(out) + "\n"
 
 
+def compare(before: dict, after: dict) -> str:
+    """Before -> after, per operator and group, of the figures that a change can move."""
+    b = {(r["op"], r["group"]): r for r in before["rows"]}
+    out = ["| operator | group | width median | width p99 | position max | gross fault caught | fixed rejects |",
+           "|---|---|---|---|---|---|---|"]
+    for r in after["rows"]:
+        o = b.get((r["op"], r["group"]))
+        if o is None:
+            continue
+        cells = [f"{_fmt(o[k])} → {_fmt(r[k])}" for k in ("width_median", "width_p99", "position_max",
+                                                             "gross_fault_caught")]
+        out.append(f"| {r['op']} | {r['group']} | " + " | ".join(cells) +
+                   f" | {o['fixed_rejects']} → {r['fixed_rejects']} |")
+    bk = {(k["op"], k["faulty"]): k for k in before["faulty"]}
+    out += ["", "| operator | faulty kernel | fixed kill rate | statistical (confirmed) kill rate |", "|---|---|---|---|"]
+    for k in after["faulty"]:
+        o = bk.get((k["op"], k["faulty"]))
+        if o is None:
+            continue
+        out.append(f"| {k['op']} | {k['faulty']} | {_fmt(o['fixed_kill_rate'])} → {_fmt(k['fixed_kill_rate'])} | "
+                   f"{_fmt(o['statistical_confirmed_kill_rate'])} → {_fmt(k['statistical_confirmed_kill_rate'])} |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ops", default="", help="comma-separated operators (default: every registered one)")
@@ -219,7 +244,13 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", default="interpreter")
     ap.add_argument("--out", default="", help="JSON file for the rows")
     ap.add_argument("--md", default="", help="markdown table file")
+    ap.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
+                    help="print a before -> after table of two result files (runs nothing)")
     a = ap.parse_args(argv)
+    if a.compare:
+        with open(a.compare[0]) as f0, open(a.compare[1]) as f1:
+            print(compare(json.load(f0), json.load(f1)), end="")
+        return 0
     backend = backends.select(a.backend)
     ops = a.ops.split(",") if a.ops else operators.names()
     groups = a.groups.split(",") if a.groups else list(GROUPS)

@@ -16,6 +16,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from .. import formats as F
@@ -706,8 +707,9 @@ def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | Non
 
 
 def _fp32_below(v: float) -> float:
-    """The largest fp32 value below v (a positive fp32 value)."""
-    return float(F.next_down(torch.tensor(v, dtype=torch.float64), F.fp32))
+    """The largest fp32 value below v (a positive fp32 value); a Python number, so a traced
+    program sees a constant."""
+    return float(np.nextafter(np.float32(v), np.float32(0)))
 
 
 def _on_fp32_grid(t: Tracked) -> Tracked:
