@@ -11,6 +11,7 @@ import torch
 
 import numoracle as no
 from numoracle.check import check_modes
+from numoracle.formats import fp32
 from numoracle.emulator import Plan, emulate
 from numoracle.operators import references as R
 from numoracle.selftest import PROGRAMS, make_inputs
@@ -43,6 +44,41 @@ def exp_of_product(x, w):
     return no.exp(x * w)
 
 
+def _positive_bf16(shape, seed):
+    return _positive(shape, seed).to(torch.bfloat16)
+
+
+@no.reference
+def exp_of_bf16_product(x, w):
+    # the bf16 product's error (2^-8 |xw|) is large enough that exp's curvature shows
+    return no.exp((x * w).to(fp32))
+
+
+@no.reference
+def one_symbol_two_paths(x, v):
+    # the row sum's rounding, broadcast over the row, is one symbol reaching y by two paths
+    # with one sign: its coefficients add (root-sum-square would undercount it)
+    t = v * no.sum(x, axis=-1, keepdims=True)
+    return t * 2.0 + t * 4.0
+
+
+@no.reference
+def mean_of_three(x):
+    return no.mean(x, axis=-1)
+
+
+@no.reference
+def fp32_dot(a, b):
+    return no.matmul(a, b, acc=fp32)
+
+
+def _subnormal_dot_inputs():
+    g = torch.Generator().manual_seed(16)
+    a = (0.01 * torch.randn(64, 16, generator=g)).float()
+    b = (2.0 ** -127 * torch.randn(16, 32, generator=g, dtype=torch.float64)).float()
+    return a, b
+
+
 @no.reference
 def rsqrt_of_sum(x):
     return no.rsqrt(no.sum(x, axis=-1))
@@ -60,8 +96,14 @@ CASES = {
     "sum_of_two": (plain_sum, lambda: (_positive((1024, 2), 4),), 0.9),
     "sum_of_three": (plain_sum, lambda: (_positive((1024, 3), 5),), 0.7),
     "exp_of_product": (exp_of_product, lambda: (_positive(2048, 6), _positive(2048, 7)), 0.9),
+    "exp_of_bf16_product": (exp_of_bf16_product, lambda: (_positive_bf16(2048, 13), _positive_bf16(2048, 14)), 0.9),
     "rsqrt_of_sum": (rsqrt_of_sum, lambda: (_positive((1024, 4), 8),), 0.6),
     "sigmoid": (sigmoid_of_scaled, lambda: (_positive(2048, 9),), 0.9),
+    "one_symbol_two_paths": (one_symbol_two_paths, lambda: (_positive((256, 2), 17), _positive((256, 64), 18)), 0.95),
+    "mean_of_three": (mean_of_three, lambda: (_positive((1024, 3), 15),), 0.7),
+    # products in the subnormal range: their rounding is to nearest (within half the smallest
+    # subnormal), so the errors only reach a fraction of K such terms; the bound must hold
+    "dot_of_subnormal_products": (fp32_dot, _subnormal_dot_inputs, 0.05),
     "softmax": (R.softmax, lambda: (_positive((256, 8), 10),), 0.25),
     "rms_norm_gemma": (R.rms_norm_gemma, lambda: (_positive((256, 16), 11), _positive(16, 12)), 0.25),
 }
