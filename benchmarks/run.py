@@ -29,7 +29,7 @@ import torch
 
 OPS = ("rms_norm", "layer_norm", "softmax", "cross_entropy", "per_token_group_quant_fp8")
 COLS = 4096
-COPY_BANDWIDTH = 4.3e12     # bytes/s, the H200's measured copy bandwidth (FACTS.md)
+COPY_BANDWIDTH = 4.3e12     # bytes/s, the H200's measured copy bandwidth (docs/facts.md)
 
 
 def _ref64(op: str, inputs, params):
@@ -88,7 +88,7 @@ def setup(op_name: str, n: int, device: str):
         from numoracle.operators.ops_vllm import torch_group_quant
         outs = torch_group_quant(inputs[0], **params)
     else:
-        from numoracle.emulator import Plan, emulate
+        from numoracle.selftest.emulator import Plan, emulate
         outs = emulate(op.reference, inputs, params, Plan(seed=1))
     return op, inputs, params, outs
 

@@ -7,6 +7,8 @@
 from . import formats as formats
 from .check import assert_accepted as assert_accepted
 from .check import check as check
+from .check import check_modes as check_modes
+from .check import evaluate as evaluate
 from .errors import InvalidArgument as InvalidArgument
 from .errors import NumoracleError as NumoracleError
 from .errors import OracleViolation as OracleViolation
@@ -17,20 +19,23 @@ from .reference import (
     erf as erf, exp as exp, exp2 as exp2, gather as gather, log as log, log2 as log2,
     logsumexp as logsumexp, matmul as matmul, max as max, maximum as maximum, mean as mean,
     min as min, mul as mul, minimum as minimum, quantize_group as quantize_group, reciprocal as reciprocal,
+    quantize_mx as quantize_mx, quantize_nvfp4 as quantize_nvfp4, dequantize as dequantize,
     reference as reference, rsqrt as rsqrt,
     sigmoid as sigmoid, sin as sin, sqrt as sqrt, sqrt_rn as sqrt_rn, sum as sum, tanh as tanh,
     where as where,
 )
-from .verdict import Verdict as Verdict
+from .config import settings as settings
+from .verdict.verdict import Verdict as Verdict
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "formats", "check", "assert_accepted", "Verdict", "reference", "Reference",
+    "formats", "check", "check_modes", "evaluate", "assert_accepted", "Verdict", "reference", "Reference", "settings",
     "NumoracleError", "InvalidArgument", "OracleViolation", "Uncertified", "TensorsChanged",
     "sum", "mean", "max", "min", "logsumexp", "matmul", "where", "maximum", "minimum", "clamp",
     "gather", "cat", "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh",
-    "erf", "sin", "cos", "reciprocal", "div", "mul", "div_rn", "quantize_group", "operators",
+    "erf", "sin", "cos", "reciprocal", "div", "mul", "div_rn", "quantize_group", "quantize_mx",
+    "quantize_nvfp4", "dequantize", "operators",
 ]
 
 

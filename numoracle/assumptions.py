@@ -1,4 +1,4 @@
-"""Assumption profiles (DESIGN §6): what a verdict is conditional on."""
+"""Assumption profiles (docs/design.md §6): what a verdict is conditional on."""
 
 from __future__ import annotations
 
@@ -57,10 +57,15 @@ def gpu_profile(device_name: str | None = None) -> str:
     return UNKNOWN_GPU_PROFILE
 
 
+def default_profile(backend: str) -> str:
+    """The math profile a backend's verdicts use unless told otherwise."""
+    return gpu_profile() if backend == "gpu" else DEFAULT_PROFILE[backend]
+
+
 def for_backend(backend: str, profile: str | None = None) -> Assumptions:
     if backend not in BACKENDS:
         raise InvalidArgument(f"backend={backend!r}: expected one of {BACKENDS}.")
-    prof = profile or (gpu_profile() if backend == "gpu" else DEFAULT_PROFILE[backend])
+    prof = profile or default_profile(backend)
     if backend == "gpu":
         return Assumptions(backend, prof, ftz="approximate math functions flush subnormals (libdevice FTZ)")
     return Assumptions(backend, prof, fma="the interpreter never contracts; fused evaluations are admitted too")

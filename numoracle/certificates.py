@@ -1,4 +1,4 @@
-"""Finite-range certificates (DESIGN §4.6).
+"""Finite-range certificates (docs/design.md §4.6).
 
 Every rounding site checks that its enclosure [c - R, c + R] stays inside its
 format's finite range, and every math call that its argument stays inside the
@@ -9,6 +9,16 @@ or rejected), and the certificate names the site.
 
 from __future__ import annotations
 
+import re
+
+_COUNT = re.compile(r"(?<![:\w.])\d+(?![\w.])")
+
+
+def site_kind(label: str) -> str:
+    """A site label without its sizes ("fp32 sum over 96 ..." -> "fp32 sum over n ..."):
+    a smaller case of the same failure has the same site, only the count changes.  Source
+    positions ("(rms_norm:83)") are kept."""
+    return _COUNT.sub("n", label)
 
 
 class Certificate:
@@ -47,6 +57,28 @@ class Certificate:
     def to_dict(self) -> dict:
         return {"holds": self.holds, "inputs": self.inputs,
                 "sites": [s.to_dict() for s in self.sites]}
+
+    def reasons(self) -> list:
+        """Why elements are uncertified, one line per cause: each failing site with its
+        kind (a range it may leave, a domain its argument may leave), its limit and the
+        largest magnitude its enclosure reaches; non-finite inputs."""
+        out = []
+        for s in self.failing:
+            what = ("may leave its format's finite range" if s.kind == "range"
+                    else "its argument may leave the function's calibrated domain")
+            out.append(f"{s.label}: {what} ({s.limit}; enclosure up to {s.worst:.4g}, "
+                       f"{s.violations} of {s.elements} elements)")
+        if self.inputs != "finite":
+            out.append(f"non-finite input(s): {self.inputs}")
+        return out
+
+    def reason_kinds(self) -> list:
+        """The causes in a word each, for counting: 'range: <site>', 'domain: <site>',
+        'non-finite input'."""
+        kinds = [f"{s.kind}: {site_kind(s.label)}" for s in self.failing]
+        if self.inputs != "finite":
+            kinds.append("non-finite input")
+        return kinds
 
     def summary(self) -> str:
         if self.holds:

@@ -1,5 +1,5 @@
 """Corpora: shrunk, confirmed counterexamples saved as plain files and
-replayable forever (DESIGN §9).
+replayable forever (docs/design.md §9).
 
 A case is a directory ``<corpus>/<op>/<kernel>/<id>/`` holding
 
@@ -17,8 +17,9 @@ file fsynced, then renamed into place: a killed run leaves no half-written
 case.  The id is a digest of operator, kernel and input bits, so saving the
 same counterexample twice gives one case.  A kernel named in ``case.json`` is
 imported only when it is registered with the operator or passed explicitly
-(``replay(..., kernel=...)`` / ``--kernel``); otherwise the saved outputs are
-re-judged.
+(``numoracle.runner.replay(..., kernel=...)`` / ``--kernel``); otherwise the saved
+outputs are re-judged.  This module stores and reads cases; replaying them (running a
+kernel) is the runner's.
 """
 
 from __future__ import annotations
@@ -129,6 +130,12 @@ def _verdict_summary(v) -> dict:
     return d
 
 
+def slug(spec: str) -> str:
+    """A directory name for a kernel spec (corpora/<op>/<kernel>/...)."""
+    out = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in spec.replace(":", "."))
+    return out.strip("._") or "kernel"
+
+
 def case_id(op: str, kernel: str, arrays: dict) -> str:
     h = hashlib.sha256(f"{op}\0{kernel}\0".encode())
     for k in sorted(arrays):
@@ -150,12 +157,38 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _clean_stale(directory: Path) -> None:
+    """Remove the temporary directories of saves whose process is gone (a killed run):
+    their name ends in the saving process's pid."""
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return
+    for e in entries:
+        if not e.name.startswith(".tmp-"):
+            continue
+        pid = e.name.rpartition("-")[2]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            shutil.rmtree(e, ignore_errors=True)
+
+
 def save(corpus, op, kernel_spec: str, outcome, *, backend: str, mode: str, expect: str = "accept",
          kernel=None, kernel_config=None) -> Path:
-    """Save a confirmed reject (an Outcome with inputs, params, outputs, verdict)
-    and return the case directory.  The verdict is recomputed in both modes."""
-    from .check import check
-    from .runner.kernels import registered, slug
+    """Save a finding (an Outcome with inputs and params: a confirmed reject or NaN with its
+    outputs, or a kernel error, timeout or crash without them) and return the case
+    directory.  The verdict is recomputed in both modes where there are outputs; the
+    finding's status, message and failure class are recorded under ``finding``."""
+    from .check import check, evaluate
     if expect not in ("accept", "reject"):
         raise InvalidArgument(f"expect={expect!r}: expected 'accept' (a bug to fix: the replayed case passes "
                               f"once the kernel is accepted) or 'reject' (an oracle regression: must stay rejected).")
@@ -166,18 +199,29 @@ def save(corpus, op, kernel_spec: str, outcome, *, backend: str, mode: str, expe
         arrays[f"input{i}"] = arr
         in_recs.append({"name": names[i] if i < len(names) else f"arg{i}", "key": f"input{i}", **rec})
     outs = _outputs_list(outcome.outputs) if outcome.outputs is not None else []
+    judged = getattr(outcome, "status", "reject") in ("reject", "nan", "statistical_only", "uncertified", "accept")
+    if not judged:
+        # a kernel error: its outputs (wrong shape, dtype, ...) are kept where they are tensors,
+        # for a replay of the saved outputs to meet the same error; they are not judged here
+        outs = outs if all(isinstance(t, torch.Tensor) and t.device.type != "meta" for t in outs) else []
+    out_names = list(getattr(op.reference, "output_names", None) or ())
     for j, t in enumerate(outs):
         arr, rec = _to_raw(t)
         arrays[f"output{j}"] = arr
-        out_recs.append({"key": f"output{j}", **rec})
+        out_recs.append({"name": out_names[j] if j < len(out_names) else f"out{j}", "key": f"output{j}", **rec})
     cid = case_id(op.name, kernel_spec, arrays)
     final = Path(corpus) / op.name / slug(kernel_spec) / cid
-    verdicts = {m: check(op.reference, outs, outcome.inputs, outcome.params, mode=m, backend=backend)
-                for m in ("statistical", "fixed")}
+    if outs and judged:
+        verdicts = {m: check(op.reference, outs, outcome.inputs, outcome.params, mode=m, backend=backend)
+                    for m in ("statistical", "fixed")}
+        certificate = verdicts["fixed"].certificate.to_dict()
+    else:                   # the kernel returned nothing: the reference's certificate on these inputs
+        verdicts = {}
+        certificate = evaluate(op.reference, outcome.inputs, outcome.params, backend=backend).certificate().to_dict()
     case = outcome.case
     meta = {
-        "schema": SCHEMA, "id": cid, "op": op.name,
-        "kernel": {"spec": kernel_spec, "registered": registered(op, kernel_spec),
+        "schema": SCHEMA, "id": cid, "op": op.name, "operator": op.spec,
+        "kernel": {"spec": kernel_spec, "registered": op.has_kernel(kernel_spec),
                    "config": _jsonable(kernel_config or {})},
         "params": _jsonable(outcome.params), "backend": backend, "mode": mode,
         "seed": None if case is None else case.seed, "group": None if case is None else case.group,
@@ -186,13 +230,16 @@ def save(corpus, op, kernel_spec: str, outcome, *, backend: str, mode: str, expe
         "versions": versions(), "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "verdict": {m: _verdict_summary(v) for m, v in verdicts.items()},
         "failure_class": list(outcome.failure_class) if outcome.failure_class else None,
-        "certificate": verdicts["fixed"].certificate.to_dict(),
+        "finding": {"status": getattr(outcome, "status", "reject"), "error": getattr(outcome, "error", None) or None,
+                    "traceback": getattr(outcome, "traceback", "") or None},
+        "certificate": certificate,
         "expect": expect,
         "replay": f"numoracle replay {final}",
     }
     if final.exists():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
+    _clean_stale(final.parent)
     tmp = final.parent / f".tmp-{cid}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -250,6 +297,68 @@ def _case_json(path) -> Path:
     return p
 
 
+# The most bytes one saved array may hold: far above any case numoracle saves (shrunk
+# counterexamples are small) and far below what would exhaust a machine.  A case's
+# arrays are checked against it, and against the shapes case.json declares, before
+# anything is decompressed.
+MAX_ARRAY_BYTES = 1 << 30
+
+
+def _declared(meta: dict, cj: Path) -> dict:
+    """key -> (shape, itemsize) of every array case.json declares."""
+    out = {}
+    for group in ("inputs", "outputs"):
+        recs = meta.get(group) or []
+        if not isinstance(recs, list):
+            raise InvalidArgument(f"{cj}: field {group!r} must be a list; the case is corrupt.")
+        for rec in recs:
+            if not isinstance(rec, dict) or not isinstance(rec.get("key"), str):
+                raise InvalidArgument(f"{cj}: an entry of {group!r} has no string 'key'; the case is corrupt.")
+            shape = rec.get("shape", ())
+            if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+                raise InvalidArgument(f"{cj}: {rec['key']} has shape {shape!r}; expected a list of sizes >= 0.")
+            out[rec["key"]] = tuple(shape)
+    return out
+
+
+def _read_arrays(npz: Path, cj: Path, meta: dict) -> dict:
+    """The .npz's arrays, after checking each member's size (the zip's own record, then the
+    .npy header's shape and dtype) against case.json and ``MAX_ARRAY_BYTES``: a compressed
+    bomb or a lying header is refused before it is decompressed."""
+    declared = _declared(meta, cj)
+    try:
+        with zipfile.ZipFile(npz) as z:
+            infos = {i.filename.removesuffix(".npy"): i for i in z.infolist()}
+            for key, info in infos.items():
+                if key not in declared:
+                    raise InvalidArgument(f"{npz}: holds {key!r}, which {cj.name} does not declare; the case is "
+                                          f"corrupt or foreign.")
+                if info.file_size > MAX_ARRAY_BYTES + 4096:
+                    raise InvalidArgument(f"{npz}[{key}]: {info.file_size} bytes uncompressed, over the limit of "
+                                          f"{MAX_ARRAY_BYTES}; refused unread.")
+                with z.open(info) as fh:
+                    version = np.lib.format.read_magic(fh)
+                    shape, _, dtype = (np.lib.format.read_array_header_1_0(fh) if version == (1, 0)
+                                       else np.lib.format.read_array_header_2_0(fh))
+                if dtype.hasobject:
+                    raise InvalidArgument(f"{npz}[{key}]: an object array; refused (nothing is unpickled).")
+                if tuple(shape) != declared[key]:
+                    raise InvalidArgument(f"{npz}[{key}]: array has shape {tuple(shape)} but {cj.name} records "
+                                          f"{list(declared[key])}; the case is corrupt (re-save it).")
+                need = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                if need > MAX_ARRAY_BYTES or need > info.file_size:
+                    raise InvalidArgument(f"{npz}[{key}]: its header declares {need} bytes of data, but the file "
+                                          f"holds {info.file_size} (limit {MAX_ARRAY_BYTES}); the case is corrupt.")
+        with np.load(npz, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except InvalidArgument:
+        raise
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError, KeyError, RuntimeError) as exc:
+        raise InvalidArgument(f"{npz}: cannot read it as a plain-array .npz ({type(exc).__name__}: {exc}); the "
+                              f"case is corrupt or foreign (object arrays are refused: nothing is unpickled).") \
+            from None
+
+
 def load(path) -> CorpusCase:
     """Read one case (its directory or its case.json).  A corrupt or foreign
     file raises InvalidArgument naming the file and the problem."""
@@ -272,12 +381,7 @@ def load(path) -> CorpusCase:
     npz = cj.parent / ARRAYS_FILE
     if not npz.exists():
         raise InvalidArgument(f"{npz}: missing; a case needs its {ARRAYS_FILE} beside {CASE_FILE}.")
-    try:
-        with np.load(npz, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise InvalidArgument(f"{npz}: cannot read it as a plain-array .npz ({exc}); the case is corrupt or "
-                              f"foreign (object arrays are refused: nothing is unpickled).") from None
+    arrays = _read_arrays(npz, cj, meta)
     tensors = {}
     for group in ("inputs", "outputs"):
         recs = meta.get(group) or []
@@ -315,49 +419,3 @@ def find(paths) -> list:
             raise InvalidArgument(f"{p}: not a corpus case or directory; give a case directory, its case.json, "
                                   f"or a corpus directory to search.")
     return found
-
-
-def replay(path, *, kernel=None, backend=None) -> dict:
-    """Re-judge a saved case in both modes.  The kernel is re-run when it is a
-    registered kernel of the operator or given as ``kernel`` (a spec or a
-    callable); otherwise the saved outputs are re-judged.  Returns a dict with
-    each mode's verdict and ``reproduced`` (a reject in either mode)."""
-    from . import backends, operators
-    from .check import check
-    from .runner.execute import KernelTimeout, call_kernel
-    from .runner.kernels import registered, resolve
-    c = load(path)
-    op = operators.get(c.op)
-    backend = backends.select(backend or ("gpu" if c.meta["backend"] == "gpu" else "interpreter"))
-    dev = backends.device(backend)
-    inputs = tuple(t.to(dev) for t in c.inputs)
-    params = dict(c.meta["params"])
-    spec = c.kernel_spec
-    ran, note = False, "saved outputs re-judged (kernel not registered; pass --kernel to re-run it)"
-    outs = tuple(t.to(dev) for t in c.outputs)
-    chosen = kernel if kernel is not None else (spec if registered(op, spec) else None)
-    if chosen is not None:
-        kfn, kname = resolve(op, chosen)
-        try:
-            outs = call_kernel(kfn, inputs, params, dict(c.meta["kernel"].get("config") or {}), timeout=120.0,
-                               device=dev)
-            ran, note = True, f"kernel {kname} re-run on {backend}"
-        except KernelTimeout as exc:
-            return {"path": str(c.path), "op": c.op, "kernel": spec, "error": str(exc), "reproduced": False,
-                    "statuses": {}, "expect": c.meta.get("expect", "accept")}
-    if not outs:
-        raise InvalidArgument(f"{c.path}: the case saved no outputs and its kernel {spec!r} is not registered; "
-                              f"pass --kernel {spec} to re-run it.")
-    verdicts = {m: check(op.reference, outs, inputs, params, mode=m, backend=backend)
-                for m in ("statistical", "fixed")}
-    for v in verdicts.values():
-        v.replay = str(c.path)
-    saved_cert = c.meta["certificate"]
-    now_cert = verdicts["fixed"].certificate.to_dict()
-    return {"path": str(c.path), "op": c.op, "kernel": spec, "kernel_ran": ran, "note": note,
-            "backend": backend,
-            "statuses": {m: v.status for m, v in verdicts.items()},
-            "saved_statuses": {m: c.meta["verdict"].get(m, {}).get("status") for m in verdicts},
-            "reproduced": any(v.status == "reject" for v in verdicts.values()),
-            "certificate_holds": now_cert["holds"], "certificate_same": now_cert == saved_cert,
-            "expect": c.meta.get("expect", "accept"), "verdicts": verdicts}

@@ -39,7 +39,7 @@ __all__ = [
     "MODES", "OVERFLOWS", "Format", "ALL", "fp64", "fp32", "tf32", "fp16", "bf16", "e4m3fn", "e5m2",
     "e4m3fnuz", "e2m1", "e8m0", "by_name", "from_dtype", "of", "round", "ulp",
     "next_up", "next_down", "rounding_cell", "is_representable", "to_bits",
-    "from_bits", "decode", "encode",
+    "from_bits", "decode", "encode", "PACK_ORDERS", "Packed", "pack", "unpack",
 ]
 
 MODES = ("rne", "rna", "rtz", "up", "down")
@@ -366,11 +366,10 @@ def _to_odd_fp32(x: torch.Tensor) -> torch.Tensor:
 
 
 # devices where rounding to fp8 (rne) and directed rounding to fp32 go through casts and bit
-# views (where those are cheap: ``_bitcasts_cheap``); checked against the grid path by
-# tests/test_formats.py (CPU) and scripts/cuda_rounding_check.py.  Exact on the H200 too
-# (docs/results/2026-11-30-h200-rounding-check-fp8-casts.txt), but the quantizer's verdict
-# was no faster there (-h200-bench-quant-fp8-casts.json), so CUDA keeps the grid
-EXTRA_CAST_DEVICES = {"cpu"}
+# views (where those are cheap: ``_bitcasts_cheap``), elsewhere through the grid; both paths
+# are exact (tests/test_formats.py on the CPU, scripts/cuda_rounding_check.py on a GPU, where
+# the casts were no faster: docs/results/INDEX.md)
+_CAST_DEVICES = frozenset({"cpu"})
 _CAST_FP8 = ("e4m3fn", "e5m2")
 
 
@@ -498,7 +497,12 @@ def round(x, fmt, mode: str = "rne", overflow: str = "inf") -> torch.Tensor:
     # numoracle.compiled.COMPILE_OPTIONS (scripts/cuda_rounding_check.py, on the H200 too)
     if mode == "rne" and overflow == "inf" and fmt.name in _FAST_RNE:
         return _rne_fast(x, fmt)
-    casts = x.device.type in EXTRA_CAST_DEVICES and _bitcasts_cheap(x)
+    return _round_by(x, fmt, mode, overflow, casts=x.device.type in _CAST_DEVICES and _bitcasts_cheap(x))
+
+
+def _round_by(x: torch.Tensor, fmt: Format, mode: str, overflow: str, casts: bool) -> torch.Tensor:
+    """``round`` (overflow rule resolved, not the 16-bit fast path) by casts where there are
+    cast paths for fmt and mode, or by the grid."""
     if casts and fmt.name == "fp32" and overflow == "inf" and mode in ("up", "down"):
         return _directed_fp32(x, mode)
     return _round_rest(x, fmt, mode, overflow, casts and mode == "rne" and fmt.name in _CAST_FP8)
@@ -776,11 +780,16 @@ def _require_representable(x: torch.Tensor, fmt: Format, who: str) -> None:
 
 # -- tensors ------------------------------------------------------------------
 
-def decode(t: torch.Tensor, fmt: Format | None = None) -> torch.Tensor:
+def decode(t: torch.Tensor, fmt: Format | Packed | None = None) -> torch.Tensor:
     """The exact float64 values held by `t`.  A uint8 tensor is raw encodings,
-    one per byte, and needs `fmt` (e2m1, e8m0 or another format of ≤ 8 bits)."""
+    one per byte, and needs `fmt` (e2m1, e8m0 or another format of ≤ 8 bits),
+    or a `Packed` layout (two 4-bit codes per byte: the result has twice as many
+    values along the last axis).  A float4_e2m1fn_x2 tensor is e2m1 packed
+    "low_first", the layout torch defines for that dtype."""
     if not isinstance(t, torch.Tensor):
         raise InvalidArgument(f"decode expects a torch.Tensor, got {type(t).__name__}.")
+    if isinstance(fmt, Packed):
+        return _decode_packed(t, fmt)
     if t.dtype == torch.uint8:
         if fmt is None:
             raise InvalidArgument(
@@ -796,10 +805,9 @@ def decode(t: torch.Tensor, fmt: Format | None = None) -> torch.Tensor:
         raise InvalidArgument(f"decode: a {t.dtype} tensor holds no format's values; for "
                               "bit patterns use from_bits(bits, fmt).")
     if t.dtype == getattr(torch, "float4_e2m1fn_x2", None):
-        raise InvalidArgument(
-            "decode: float4_e2m1fn_x2 packs two e2m1 values per byte in a kernel-specific "
-            "order; unpack to one value per byte (uint8, low 4 bits) and call "
-            "decode(bits, fmt=numoracle.formats.e2m1).")
+        if fmt is not None and _fmt(fmt) is not e2m1:
+            raise InvalidArgument(f"decode: a float4_e2m1fn_x2 tensor holds e2m1 values, not {fmt}.")
+        return decode(t.view(torch.uint8), Packed(e2m1, "low_first"))
     own = from_dtype(t.dtype)
     fmt = own if fmt is None else _fmt(fmt)
     if own.bits == 8:
@@ -816,7 +824,12 @@ def decode(t: torch.Tensor, fmt: Format | None = None) -> torch.Tensor:
 
 def encode(x, fmt) -> torch.Tensor:
     """A tensor in fmt's storage dtype (`Format.storage_dtype`) holding exactly
-    the values x.  Raises InvalidArgument if any value is not in fmt."""
+    the values x (for a `Packed` layout: uint8, two codes per byte along the
+    last axis).  Raises InvalidArgument if any value is not in fmt."""
+    if isinstance(fmt, Packed):
+        x = _f64(x)
+        _require_representable(x, fmt.fmt, "encode")
+        return pack(to_bits(x, fmt.fmt), fmt.order)
     fmt = _fmt(fmt)
     x = _f64(x)
     _require_representable(x, fmt, "encode")
@@ -825,3 +838,72 @@ def encode(x, fmt) -> torch.Tensor:
         return raw if fmt.storage_dtype == torch.uint8 else raw.view(fmt.storage_dtype)
     return x.to(fmt.storage_dtype)  # exact: every value is representable
 
+
+
+# -- packed sub-byte storage ------------------------------------------------------
+
+PACK_ORDERS = ("low_first", "high_first")
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A storage layout, not a format: two codes of the 4-bit format ``fmt`` per
+    byte along the last axis.  ``order`` says which nibble holds the first of
+    each pair: "low_first" puts element 2i in bits 0-3 and 2i+1 in bits 4-7 (the
+    layout of torch.float4_e2m1fn_x2 and of Triton's ``tl.dot_scaled`` operands);
+    "high_first" the reverse.  Nothing in the bytes tells the two apart, so a
+    reference program that stores packed codes names its order."""
+
+    fmt: Format
+    order: str = "low_first"
+
+    def __post_init__(self):
+        if not isinstance(self.fmt, Format) or self.fmt.bits != 4:
+            raise InvalidArgument(f"Packed({self.fmt!r}): packing holds two 4-bit codes per byte; "
+                                  f"use a 4-bit format such as numoracle.formats.e2m1.")
+        _choice(self.order, PACK_ORDERS, "order")
+
+    def __repr__(self) -> str:
+        return f"{self.fmt.name}x2({self.order})"
+
+    def stored_shape(self, shape) -> tuple:
+        """The shape of the bytes holding values of ``shape`` (its last axis even)."""
+        shape = tuple(shape)
+        if not shape or shape[-1] % 2:
+            raise InvalidArgument(f"{self!r}: the last axis must have an even length to pack two codes per "
+                                  f"byte, got shape {shape}; pad it to an even length.")
+        return shape[:-1] + (shape[-1] // 2,)
+
+
+def pack(bits, order: str = "low_first") -> torch.Tensor:
+    """4-bit codes (integers in [0, 16), last axis even) packed two per byte (uint8)."""
+    _choice(order, PACK_ORDERS, "order")
+    b = torch.as_tensor(bits).to(torch.int64)
+    if b.ndim == 0 or b.shape[-1] % 2:
+        raise InvalidArgument(f"pack: the last axis must have an even length, got shape {tuple(b.shape)}.")
+    if bool(((b < 0) | (b > 15)).any()):
+        raise InvalidArgument("pack: codes must be 4-bit patterns in [0, 16).")
+    first, second = b[..., 0::2], b[..., 1::2]
+    lo, hi = (first, second) if order == "low_first" else (second, first)
+    return (lo | (hi << 4)).to(torch.uint8)
+
+
+def unpack(packed, order: str = "low_first") -> torch.Tensor:
+    """The 4-bit codes (int64, twice as many along the last axis) of packed bytes."""
+    _choice(order, PACK_ORDERS, "order")
+    if not isinstance(packed, torch.Tensor) or packed.element_size() != 1 or packed.dtype.is_complex:
+        raise InvalidArgument("unpack expects a tensor of bytes (uint8 or float4_e2m1fn_x2).")
+    if packed.ndim == 0:
+        raise InvalidArgument("unpack expects at least one axis of bytes, got a scalar.")
+    b = packed.contiguous().view(torch.uint8).to(torch.int64)
+    lo, hi = b & 0xF, b >> 4
+    first, second = (lo, hi) if order == "low_first" else (hi, lo)
+    return torch.stack([first, second], dim=-1).reshape(*b.shape[:-1], 2 * b.shape[-1])
+
+
+def _decode_packed(t: torch.Tensor, layout: Packed) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor) or t.element_size() != 1 or t.dtype not in (
+            torch.uint8, getattr(torch, "float4_e2m1fn_x2", torch.uint8)):
+        raise InvalidArgument(f"decode with {layout!r} expects packed bytes (uint8 or float4_e2m1fn_x2), "
+                              f"got {getattr(t, 'dtype', type(t).__name__)}.")
+    return from_bits(unpack(t, layout.order), layout.fmt)

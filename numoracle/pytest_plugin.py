@@ -104,20 +104,22 @@ class CorpusFile(pytest.File):
 
 class CorpusItem(pytest.Item):
     def runtest(self):
-        from . import corpus
-        r = corpus.replay(self.path.parent, backend=_backend_for_replay())
-        expect = r.get("expect", "accept")
-        st = r.get("statuses", {})
-        if "error" in r:
-            raise AssertionError(f"{self.path.parent}: {r['error']}")
-        if expect == "reject":
-            if st.get("fixed") != "reject":
-                raise AssertionError(f"{self.path.parent}: saved as a reject numoracle must keep finding, but the "
-                                     f"fixed-input mode now says {st.get('fixed')!r} ({r['note']}).")
-        elif r["reproduced"]:
+        __tracebackhide__ = True
+        from .runner.replay import replay
+        r = replay(self.path.parent, backend=_backend_for_replay())
+        if r["status"] == "corrupt":
+            raise AssertionError(f"{self.path.parent}: {r['reason']}")
+        if r["passes"]:
+            return
+        if r.get("expect") == "reject":
+            raise AssertionError(f"{self.path.parent}: saved as a reject numoracle must keep finding, but the "
+                                 f"fixed-input mode now says {r['statuses'].get('fixed')!r} ({r['note']}).")
+        if r["verdicts"]:
             from .errors import OracleViolation
+            st = r["statuses"]
             v = r["verdicts"]["fixed"] if st.get("fixed") == "reject" else r["verdicts"]["statistical"]
             raise OracleViolation(v.explain(), v)
+        raise AssertionError(f"{self.path.parent}: {r['note']}")
 
     def reportinfo(self):
         return self.path, 0, f"numoracle replay {self.path.parent}"

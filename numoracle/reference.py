@@ -1,4 +1,4 @@
-"""The reference-program language (DESIGN §3).
+"""The reference-program language (docs/design.md §3).
 
 A reference program is plain Python over tracked tensors, annotated with the
 format of every store, cast, accumulation and math call.  The same program
@@ -19,14 +19,18 @@ __all__ = [
     "reference", "Reference", "sum", "mean", "max", "min", "logsumexp", "matmul",
     "where", "maximum", "minimum", "clamp", "gather", "cat",
     "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh", "erf",
-    "sin", "cos", "reciprocal", "div", "mul", "div_rn", "quantize_group",
+    "sin", "cos", "reciprocal", "div", "mul", "div_rn", "quantize_group", "quantize_mx", "quantize_nvfp4",
+    "dequantize",
 ]
 
 
 class Reference:
-    """A precision-annotated reference program (made by ``@no.reference``)."""
+    """A precision-annotated reference program (made by ``@no.reference``).  Its outputs'
+    names (``output_names``) are the ones given to the decorator, else those the program
+    returns (``return y, rstd``, or ``y.to(...)``), position by position, else ``y`` for one
+    output and ``out0``, ``out1``, ... for several."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, outputs=None, params=None):
         if not callable(fn):
             raise InvalidArgument(f"@reference decorates a function, got {fn!r}.")
         self.fn = fn
@@ -37,7 +41,57 @@ class Reference:
         self.param_names = [p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY]
         self.param_defaults = {p.name: p.default for p in sig.parameters.values()
                                if p.kind is p.KEYWORD_ONLY and p.default is not p.empty}
+        if outputs is not None:
+            if isinstance(outputs, str):
+                outputs = (outputs,)
+            outputs = tuple(outputs)
+            if not outputs or not all(isinstance(o, str) and o.isidentifier() for o in outputs) or \
+                    len(set(outputs)) != len(outputs):
+                raise InvalidArgument(f"@reference(outputs={outputs!r}): expected distinct names, one per output.")
+        self.output_names = outputs if outputs is not None else _returned_names(fn)
+        # name -> the values a parameter may take (an operator's domain adds its own)
+        self.param_choices = {}
+        self.declare_choices(params or {})
         functools.update_wrapper(self, fn)
+
+    def declare_choices(self, choices: dict) -> None:
+        """Record the values each named parameter may take (``check_params`` holds strings
+        and booleans to them; numbers need only the type)."""
+        for name, values in choices.items():
+            if name not in self.param_names:
+                raise InvalidArgument(f"{self.name}: no keyword parameter {name!r} to declare choices for; it "
+                                      f"takes {self.param_names or 'none'}.")
+            self.param_choices[name] = tuple(values)
+
+    def check_params(self, params: dict) -> dict:
+        """``params`` if every name is one of the program's keyword parameters and every value
+        fits it: one of its declared choices where those are strings or booleans (a value
+        outside them would take some else-branch of the program and judge the wrong plan),
+        else of the type of its choices or default.  Raises InvalidArgument saying what fits."""
+        if not isinstance(params, dict):
+            raise InvalidArgument(f"params={params!r}: expected a dict of {self.name}'s keyword parameters "
+                                  f"({self.param_names or 'it takes none'}).")
+        unknown = set(params) - set(self.param_names)
+        if unknown:
+            raise InvalidArgument(
+                f"unknown parameter(s) {sorted(unknown)} for {self.name}; it takes "
+                f"{self.param_names or 'no keyword parameters'}.")
+        for name, value in params.items():
+            choices = self.param_choices.get(name, ())
+            if choices and all(isinstance(c, (str, bool)) or c is None for c in choices):
+                if value not in choices or type(value) is not type(next(c for c in choices if c == value)):
+                    raise InvalidArgument(f"parameter {name}={value!r} of {self.name}: expected one of "
+                                          f"{list(choices)}.")
+                continue
+            like = choices[0] if choices else self.param_defaults.get(name)
+            if like is None or isinstance(value, torch_tensor_type()):
+                continue
+            if isinstance(like, bool) != isinstance(value, bool) or (
+                    isinstance(like, (int, float)) and not isinstance(value, (int, float))) or (
+                    isinstance(like, str) and not isinstance(value, str)):
+                raise InvalidArgument(f"parameter {name}={value!r} of {self.name}: expected a "
+                                      f"{type(like).__name__} (like {like!r}).")
+        return params
 
     def __call__(self, *args, **params):
         return self.fn(*args, **params)
@@ -45,14 +99,98 @@ class Reference:
     def __repr__(self):
         return f"<reference {self.name}({', '.join(self.input_names)})>"
 
+    def names_of(self, n: int) -> list:
+        """The names of n outputs: ``output_names`` where it has n, else the defaults."""
+        if self.output_names is not None and len(self.output_names) == n:
+            return list(self.output_names)
+        return ["y"] if n == 1 else [f"out{j}" for j in range(n)]
 
-def reference(fn=None):
-    """Mark a function as a reference program: ``@no.reference``."""
+
+def _returned_names(fn):
+    """The names a function's return statements give its outputs, or None: a name, or the
+    name a method chain starts from (``y.to(fp32)``, ``r.squeeze(-1)``), position by
+    position where every return agrees; positions without one are ``out<j>``."""
+    import ast
+    import textwrap
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if not defs:
+        return None
+
+    glob = getattr(fn, "__globals__", {})
+
+    def base(e):
+        # a method chain's receiver (y.to(fp32), r.squeeze(-1)[0]); not a function's result
+        # (f(x), no.where(...): the name is a module's or a function's)
+        while True:
+            if isinstance(e, ast.Call):
+                if not isinstance(e.func, ast.Attribute):
+                    return None
+                e = e.func.value
+            elif isinstance(e, (ast.Attribute, ast.Subscript)):
+                e = e.value
+            else:
+                break
+        if not isinstance(e, ast.Name):
+            return None
+        bound = glob.get(e.id)
+        return None if inspect.ismodule(bound) or callable(bound) else e.id
+
+    def returns(node):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Return) and child.value is not None:
+                yield child.value
+            elif not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                yield from returns(child)
+
+    found = None
+    for value in returns(defs[0]):
+        elts = value.elts if isinstance(value, ast.Tuple) else [value]
+        names = [base(e) for e in elts]
+        if found is None:
+            found = names
+        elif len(found) != len(names):
+            return None
+        else:
+            found = [a if a == b else None for a, b in zip(found, names)]
+    if not found:
+        return None
+    if len(found) == 1:
+        return (found[0] or "y",)
+    out = [n if n is not None else f"out{j}" for j, n in enumerate(found)]
+    return tuple(out) if len(set(out)) == len(out) else None
+
+
+def torch_tensor_type():
+    import torch
+    return torch.Tensor
+
+
+def reference(fn=None, *, outputs=None, params=None):
+    """Mark a function as a reference program: ``@no.reference``, or
+    ``@no.reference(outputs=("y", "rstd"), params={"casting": ("llama", "gemma")})`` to name
+    its outputs and declare the values a parameter may take."""
     if fn is None:
-        return reference
+        return lambda f: reference(f, outputs=outputs, params=params)
     if isinstance(fn, Reference):
-        return fn
-    return Reference(fn)
+        if outputs is None and params is None:
+            return fn
+        return Reference(fn.fn, outputs if outputs is not None else fn.output_names, params)
+    return Reference(fn, outputs, params)
+
+
+# Other arithmetics of the language (the emulator's concrete kernel-like execution)
+# register themselves here: tensor type -> module implementing the functions below.
+_ARITHMETICS: dict = {}
+
+
+def register_arithmetic(tensor_type: type, implementation) -> None:
+    """Run the language's functions on values of ``tensor_type`` with ``implementation``
+    (a module defining sum, mean, ..., apply, div_rn, like ``numoracle.calculus.ops``)."""
+    _ARITHMETICS[tensor_type] = implementation
 
 
 def _impl(x):
@@ -60,10 +198,9 @@ def _impl(x):
     if isinstance(x, Tracked):
         from .calculus import ops
         return ops
-    from .emulator import Emulated
-    if isinstance(x, Emulated):
-        from . import emulator
-        return emulator
+    for tensor_type, implementation in _ARITHMETICS.items():
+        if isinstance(x, tensor_type):
+            return implementation
     raise InvalidArgument(
         f"expected a tracked tensor (an input of the reference program or a value derived from it), "
         f"got {type(x).__name__}. Reference programs run under numoracle.check or the emulator, "
@@ -197,7 +334,7 @@ def div_rn(a, b):
     return _impl(_first(a, b)).div_rn(a, b)
 
 
-# ---- block-scaled quantizers (DESIGN §4.5)
+# ---- block-scaled quantizers (docs/design.md §4.5)
 def quantize_group(x, group, fmt="e4m3fn", scale_rule="fp32", *, fmax=None, eps=1e-10):
     """Per-token-group quantization of fp32 ``x`` along its last axis: returns
     an object with ``.codes`` and ``.scales`` (outputs judged in two steps:
@@ -213,3 +350,48 @@ def quantize_group(x, group, fmt="e4m3fn", scale_rule="fp32", *, fmax=None, eps=
                               "emulator has no quantizer yet.")
     from .calculus.quant import quantize_group as qg
     return qg(x, group, fmt, scale_rule, fmax=fmax, eps=eps)
+
+
+def _calculus_only(x, who: str):
+    from .calculus.tracked import Tracked
+    if not isinstance(x, Tracked):
+        _impl(x)   # raises the usual message for non-tracked values
+        raise InvalidArgument(f"{who} runs under numoracle.check (the error calculus); the emulator has no "
+                              "quantizer yet.")
+
+
+def quantize_mx(x, fmt="e4m3fn", scale_rule="floor", *, block=32, packed=None):
+    """MX (OCP Microscaling) quantization of fp32 ``x`` along its last axis, ``block``
+    values per E8M0 scale: returns an object with ``.codes`` and ``.scales`` (outputs
+    judged in two steps: admissible scale, then codes conditioned on the kernel's
+    stored scale) and ``.dequantized`` (codes·scale as a tracked value carrying the
+    quantization error, clamping included).  ``fmt``: "e4m3fn", "e5m2" or "e2m1";
+    ``scale_rule``: "floor" (OCP: 2^(floor(log2 amax) − emax), the largest elements
+    clamp) or "ceil" (2^ceil(log2(amax/fmax)), none clamps).  ``packed``: for e2m1,
+    "low_first" or "high_first" (two codes per byte, which nibble holds the first),
+    None for one code per byte."""
+    _calculus_only(x, "quantize_mx")
+    from .calculus.quant_mx import quantize_mx as qm
+    return qm(x, fmt, scale_rule, block=block, packed=packed)
+
+
+def quantize_nvfp4(x, *, tensor_scale=None, block=16, packed="low_first", eps=1e-10):
+    """NVFP4 quantization of fp32 ``x`` along its last axis: e2m1 codes in blocks of 16,
+    an e4m3 block scale RN(fl32(fl32(amax/6)/ts)) clamped to [2^-6, 448], and an fp32
+    tensor scale ts = fl32(max(amax, eps)/2688) - or ``tensor_scale``, an fp32 input of
+    the program.  Returns ``.codes``, ``.scales``, ``.tensor_scale`` (None when given)
+    and ``.dequantized``; the block scales are judged conditioned on the kernel's
+    stored tensor scale, the codes on both stored scales.  ``packed``: nibble order of
+    the codes, or None for one code per byte."""
+    _calculus_only(x, "quantize_nvfp4")
+    from .calculus.quant_mx import quantize_nvfp4 as qn
+    return qn(x, tensor_scale=tensor_scale, block=block, packed=packed, eps=eps)
+
+
+def dequantize(codes, scales, block, *, tensor_scale=None):
+    """Stored block-scaled values codes·scale (·tensor_scale) as fp32: codes [..., K],
+    scales [..., K/block] (E8M0, e4m3 or fp32) repeated over their blocks; exact while
+    the products stay normal (the inputs of a scaled matmul)."""
+    _calculus_only(codes, "dequantize")
+    from .calculus.quant_mx import dequantize as dq
+    return dq(codes, scales, block, tensor_scale)

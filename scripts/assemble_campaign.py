@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from numoracle.campaign import mutation as MU
+from numoracle.studies.campaign import mutation as MU
 
 
 def from_log(path: str, cases: int) -> dict:

@@ -57,7 +57,7 @@ MUTATIONS = (
     Mutation("rounding interval's upper end rounded down", "unsound", "numoracle/oracles/rounding_interval.py",
              "F.round(hi, fmt, mode=mode, overflow=ov)",
              "F.round(hi, fmt, mode=\"down\", overflow=ov)"),
-    Mutation("fixed radius replaced by the statistical one", "unsound", "numoracle/region.py",
+    Mutation("fixed radius replaced by the statistical one", "unsound", "numoracle/verdict/regions.py",
              "    taint = out.taint\n",
              "    fixed = stat\n    taint = out.taint\n"),
     Mutation("a sum's gamma_(d-1) in place of gamma_d", "unsound", "numoracle/calculus/ops.py",

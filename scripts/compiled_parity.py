@@ -39,7 +39,7 @@ def _kernels(op, backend):
             f = op.faulty_kernel(name)
             out.append((f"faulty:{name}", (lambda f: lambda i, p: f(*[t.clone() for t in i], **p))(f)))
         return out
-    from numoracle.emulator import Plan, emulate
+    from numoracle.selftest.emulator import Plan, emulate
     return [("emulator" + ("" if not faults else ":" + faults[0]),
              (lambda faults: lambda i, p: emulate(op.reference, i, p, Plan(seed=3, faults=faults)))(faults))
             for faults in CPU_FAULTS]

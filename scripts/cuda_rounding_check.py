@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """RNE to bf16/fp16/fp32 on a CUDA device (or the CPU), eagerly and compiled
-(with ``numoracle.compiled.COMPILE_OPTIONS``, as the verdict compiles),
+(with the compiled verdict's Inductor options),
 against the grid path, on every value of the 16-bit formats, every midpoint,
 and the float64 and float32 neighbours of both (the inputs of
 tests/test_formats.py): the cast path (``formats._rne_fast``), ``round()``,
-``representable``, and the casts of ``formats.EXTRA_CAST_DEVICES``
+``representable``, and the cast paths ``formats.round`` takes on the CPU
 (fp8, float32 up and down).  Exit status 1 on any difference.
 With torch 2.11's Inductor pattern matcher on, a compiled float64 -> float32
 -> float64 round trip was folded away on the H200 (1.57 million of 2.35
@@ -21,7 +21,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from numoracle import compiled  # noqa: E402
+from numoracle.verdict.compiled.inductor import COMPILE_OPTIONS  # noqa: E402
 from numoracle import formats as F  # noqa: E402
 from test_formats import _double_rounding_hazards, _general_rne  # noqa: E402
 
@@ -35,11 +35,11 @@ def main() -> int:
         xd = x.to(dev)
         eager = F._rne_fast(xd, fmt).cpu()
         comp = torch.compile(lambda t: F._rne_fast(t, fmt), dynamic=False,
-                             options=compiled.COMPILE_OPTIONS)(xd).cpu()
+                             options=COMPILE_OPTIONS)(xd).cpu()
         grid = torch.compile(lambda t: F.round(t, fmt), dynamic=False,
-                             options=compiled.COMPILE_OPTIONS)(xd).cpu()
+                             options=COMPILE_OPTIONS)(xd).cpu()
         rep = torch.compile(lambda t: F.representable(t, fmt), dynamic=False,
-                            options=compiled.COMPILE_OPTIONS)(xd).cpu()
+                            options=COMPILE_OPTIONS)(xd).cpu()
         rdiff = int((rep != (want == x)).sum())
         bad += rdiff
         print(f"{dev} {fmt} representable compiled: {rdiff} differ")
@@ -53,12 +53,10 @@ def main() -> int:
 
 
 def _extra_casts(dev: str) -> int:
-    """The cast paths of ``formats.EXTRA_CAST_DEVICES`` (RNE to e4m3fn/e5m2 in every overflow
-    rule, float32 up and down), eager and compiled on the device (added to that set for the
-    check), against the grid path on the CPU: every fp8 value, midpoint and neighbour, and
-    values across float32's range."""
+    """The cast paths of ``formats.round`` (RNE to e4m3fn/e5m2 in every overflow rule, float32
+    up and down; the CPU's, taken here on the device), eager and compiled, against the grid
+    path on the CPU: every fp8 value, midpoint and neighbour, and values across float32's range."""
     bad = 0
-    F.EXTRA_CAST_DEVICES.add(dev)
     g = torch.Generator().manual_seed(3)
     spread = torch.exp2(torch.randint(-160, 140, (200_000,), generator=g).to(torch.float64))
     wide = torch.randn(200_000, generator=g, dtype=torch.float64) * spread
@@ -68,9 +66,9 @@ def _extra_casts(dev: str) -> int:
         x = torch.cat([_double_rounding_hazards(fmt if fmt is not F.fp32 else F.e4m3fn), wide,
                        _double_rounding_hazards(F.bf16)])
         want = F._round_rest(x, fmt, mode, ov, False)
-        paths = {"eager": lambda: F.round(x.to(dev), fmt, mode, ov).cpu(),
-               "compiled": lambda: torch.compile(lambda t: F.round(t, fmt, mode, ov), dynamic=False,
-                                                 options=compiled.COMPILE_OPTIONS)(x.to(dev)).cpu()}
+        paths = {"eager": lambda: F._round_by(x.to(dev), fmt, mode, ov, casts=True).cpu(),
+                 "compiled": lambda: torch.compile(lambda t: F._round_by(t, fmt, mode, ov, casts=True),
+                                                   dynamic=False, options=COMPILE_OPTIONS)(x.to(dev)).cpu()}
         for name, run in paths.items():
             try:
                 got = run()

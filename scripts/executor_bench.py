@@ -25,8 +25,8 @@ import time
 
 def serial(names, n, backend):
     from numoracle import backends, operators
-    from numoracle.campaign import correct as C
-    dev = backends.device(backend)
+    from numoracle.studies.campaign import correct as C
+    dev = backend.device
     out = {}
     for name in names:
         op = operators.get(name)
@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     from numoracle import backends
-    from numoracle.executor.campaign import correct_units, run_correct_stage, unit_cases
+    from numoracle.studies.executors.campaign import correct_units, run_correct_stage, unit_cases
     backend = backends.select(args.backend)
     names = [o for o in args.ops.split(",") if o]
     units = correct_units(names, args.cases, backend, chunk=args.chunk)
@@ -103,7 +103,7 @@ def main(argv=None) -> int:
         elif kind == "dask":
             import distributed
 
-            from numoracle.executor.core import call_unit, start_cluster, wait_for_workers
+            from numoracle.studies.executors.core import call_unit, start_cluster, wait_for_workers
             t = time.time()
             cluster = start_cluster(backend, n)
             client = distributed.Client(cluster)
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
             first = {}
             for u in correct_units(names, 1, backend):
                 first.setdefault(u.key, u)
-            from numoracle.executor.campaign import run_correct_unit
+            from numoracle.studies.executors.campaign import run_correct_unit
             ws = list(client.scheduler_info()["workers"])
             client.gather([client.submit(call_unit, run_correct_unit, u, workers=[w], pure=False)
                            for u in first.values() for w in ws])

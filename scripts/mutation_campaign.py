@@ -18,8 +18,8 @@ import time
 
 from numoracle import operators
 from numoracle.backends import select
-from numoracle.campaign.mutation import global_frontier, totals
-from numoracle.mutation import kill_table, run_campaign
+from numoracle.studies.campaign.mutation import global_frontier, totals
+from numoracle.studies.mutation import kill_table, run_campaign
 
 
 def main(argv=None):

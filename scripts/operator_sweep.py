@@ -17,7 +17,7 @@ import time
 import torch
 
 from numoracle import backends, operators
-from numoracle.campaign import correct
+from numoracle.studies.campaign import correct
 
 
 def _unit(args):
@@ -60,7 +60,7 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (kernels are spread over them)")
     a = ap.parse_args(argv)
     backend = backends.select(a.backend)
-    dev = backends.device(backend)
+    dev = backend.device
     names = a.ops.split(",") if a.ops else operators.names()
     t0 = time.time()
     report = {"backend": backend, "device": torch.cuda.get_device_name() if dev == "cuda" else "cpu",

@@ -301,7 +301,7 @@ def run(inputs: dict, backend: str) -> tuple:
     from numoracle import backends
 
     backend = backends.select(backend)
-    dev = backends.device(backend)
+    dev = backend.device
     import torch
 
     kern = _kernel()
@@ -326,7 +326,7 @@ def run(inputs: dict, backend: str) -> tuple:
         np_dtype = OUTPUTS[k][0]
         view = {np.uint8: torch.uint8, np.uint16: torch.int16, np.uint32: torch.int32}[np_dtype]
         bits[k] = tensor.cpu().view(view).numpy().view(np_dtype).copy()
-    meta = {"backend": backend, "triton": triton.__version__, "torch": torch.__version__,
+    meta = {"backend": backend.name, "triton": triton.__version__, "torch": torch.__version__,
             "python": platform.python_version(), "n": n, "eps": EPS,
             "device": torch.cuda.get_device_name(0) if dev == "cuda" else "cpu (Triton interpreter, repaired)"}
     return bits, meta

@@ -2,7 +2,7 @@
 rms_norm (llama) kernels on the same inputs.  Usage: python scripts/planted_faults.py [N]"""
 import sys
 
-from numoracle.selftest import FAULTS, planted_fault_run
+from numoracle.selftest.programs import FAULTS, planted_fault_run
 
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 48
 print(f"{'fault':20s} {'numoracle stat':>15s} {'numoracle fixed':>16s} {'assert_close':>13s}   (rejects / {n} cases)")

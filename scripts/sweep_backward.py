@@ -83,7 +83,7 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="write the JSON here")
     a = ap.parse_args(argv)
     backend = backends.select(a.backend)
-    dev = backends.device(backend)
+    dev = backend.device
     case_list = cases(a.cases)
     report = {"backend": backend, "cases": a.cases, "python": platform.python_version(),
               "torch": torch.__version__, "operators": {}}

@@ -87,7 +87,7 @@ def main(argv=None):
     ap.add_argument("--out", default="")
     a = ap.parse_args(argv)
     backend = backends.select(a.backend)
-    dev = backends.device(backend)
+    dev = backend.device
     report = {"backend": backend, "cases_per_kernel": a.cases, "torch": torch.__version__,
               "results": {}}
     bad = 0

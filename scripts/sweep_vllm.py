@@ -7,7 +7,7 @@ of cases to the first reject.
     PYTHONPATH=$PWD python scripts/sweep_vllm.py --backend gpu --real-sizes --cases 50 \\
         --out $OUT/sweep_vllm_real.json      # vLLM's sizes: group 128, 128x128 blocks, K up to 4096
 
-Cases cycle seeds through the input groups (numoracle.strategies.families.GROUPS), the input
+Cases cycle seeds through the input groups (numoracle.families.GROUPS), the input
 formats (bf16, fp16, fp32; for the matmul: the output format) and CI shapes (rows 1..8, cols a
 multiple of 16 up to 256); the examples cycle each operator's parameters (group size, UE8M0,
 column-major scales, group_n/group_k) and put zero and tiny groups in. ``--dot-acc tf32`` judges
@@ -25,7 +25,7 @@ import torch
 
 
 def _cases(n: int, real: bool):
-    from numoracle.strategies.families import GROUPS
+    from numoracle.families import GROUPS
     groups = list(GROUPS)
     dtypes = (torch.bfloat16, torch.float16, torch.float32)
     cols = (1024, 2048, 4096) if real else (32, 64, 96, 128, 160, 192, 256)
@@ -41,7 +41,7 @@ def _example(op, seed, dtype, family, rows, cols, real, dev):
             params["group_size"] = 128
         else:
             from numoracle.operators.ops_vllm import quantize_blocks
-            from numoracle.strategies.families import fill
+            from numoracle.families import fill
             n = 256 + 64 * (seed % 3)
             a_q, a_s = quantize_blocks(fill((rows, cols), family, seed), 1, 128)
             b_q, b_s = quantize_blocks(fill((n, cols), "normal", seed + 1), 128, 128)
@@ -55,7 +55,7 @@ def _pipeline(no, n, real, dev, backend, dot_acc):
     """per_token_group_quant_fp8 (correct kernel) then w8a8_block_fp8_matmul (correct, split_k)
     judged against group_quant_then_block_fp8_matmul on the unquantized activations."""
     from numoracle.operators import ops_vllm as V
-    from numoracle.strategies.families import GROUPS
+    from numoracle.families import GROUPS
     quant = no.operators.get("per_token_group_quant_fp8").kernels["correct"]
     mm = no.operators.get("w8a8_block_fp8_matmul")
     counts = {f"{k}/{m}": {"accept": 0, "reject": 0, "uncertified": 0}

@@ -16,7 +16,7 @@ import torch
 
 from numoracle import backends, operators
 from numoracle import formats as F
-from numoracle.campaign import correct as C
+from numoracle.studies.campaign import correct as C
 from numoracle.check import check_modes
 from numoracle.oracles.baselines import Upstream
 
@@ -37,7 +37,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="")
     a = ap.parse_args(argv)
     backend = backends.select(a.backend)
-    dev = backends.device(backend)
+    dev = backend.device
     up = Upstream()
     lines = ["| operator | stat median / max | fixed median / max | assert_close median / max | upstream rule | "
              "upstream median / max |", "|---|---|---|---|---|---|"]

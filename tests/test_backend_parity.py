@@ -1,7 +1,7 @@
 """The evidence kernel (scripts/parity_kernel.py) on the repaired interpreter,
 and multiply-add contraction: a fused and an unfused chain are both accepted
 against a reference whose assumption profile admits FMA contraction, while a
-chain off by more is rejected (DESIGN §6, FACTS.md)."""
+chain off by more is rejected (docs/design.md §6, docs/facts.md)."""
 
 from __future__ import annotations
 

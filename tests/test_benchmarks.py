@@ -43,5 +43,5 @@ def test_traffic_counts_reading_inputs_and_outputs_once(bench):
     y = torch.zeros(10, 4, dtype=torch.bfloat16)
     s = torch.zeros(10, dtype=torch.float32)
     # 80 B of inputs, 80 + 40 B of outputs, each read once (the flags); an accepted verdict
-    # holds them instead of copying them (compiled.HOLD_ACCEPTED)
+    # holds them instead of copying them (settings.hold_accepted)
     assert bench.traffic_bytes((x, 3), (y, s)) == 80 + 80 + 40

@@ -12,8 +12,8 @@ from numoracle import formats as F
 from numoracle.calculus import form as FM
 from numoracle.calculus.ops import gamma_bound
 from numoracle.calculus.tracked import ulp_bound_fp32
-from numoracle.check import run_reference
-from numoracle.formats import bf16, fp32
+from numoracle.verdict.evaluation import run_reference
+from numoracle.formats import bf16
 from numoracle.mathlib import load as load_profile
 
 U32 = 2.0 ** -24
@@ -55,12 +55,21 @@ def plain_sum(x, *, order="any"):
     return no.sum(x, axis=-1, order=order)
 
 
+@no.reference
+def blocked_sum(x, *, width=2):
+    # an integer order (blocks of that width), kept apart: a parameter holds one type
+    return no.sum(x, axis=-1, order=width)
+
+
 @pytest.mark.parametrize("n,order,d", [(2, "any", 1), (5, "any", 4), (8, "tree", 3), (7, "tree", 3),
                                        (9, 2, 2), (2, "sequential", 1)])
 def test_a_sum_costs_gamma_of_its_depth_times_the_sum_of_magnitudes(n, order, d):
     g = torch.Generator().manual_seed(n)
     x = torch.randn(3, n, generator=g).to(torch.float32)
-    _, R, _, _ = _pre_radius(plain_sum, x, order=order)
+    if isinstance(order, int):
+        _, R, _, _ = _pre_radius(blocked_sum, x, width=order)
+    else:
+        _, R, _, _ = _pre_radius(plain_sum, x, order=order)
     S = x.double().abs().sum(-1)
     expected = gamma_bound(d, U32) * S + (SLACK + gamma_bound(n, 2.0 ** -53)) * S
     torch.testing.assert_close(R, expected, rtol=1e-12, atol=0)
@@ -201,7 +210,8 @@ def test_a_private_entry_dependent_on_a_symbol_joins_its_cluster():
 
 
 def test_the_statistical_radius_is_lambda_sigma_plus_the_deterministic_part_capped_by_the_fixed():
-    from numoracle.region import lam, region_of
+    from numoracle.statistical import lam
+    from numoracle.verdict.regions import region_of
     x = torch.randn(4, 300, generator=torch.Generator().manual_seed(3)).to(torch.float32)
     outs, ctx, _ = run_reference(plain_sum, (x,), {}, PROFILE)
     reg = region_of(outs[0], 4, 1e-6)

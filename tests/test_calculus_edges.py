@@ -91,7 +91,7 @@ def recip_tensor(one, x):
 
 
 def test_a_constant_numerator_of_one_uses_the_reciprocal_bound():
-    from numoracle.check import run_reference
+    from numoracle.verdict.evaluation import run_reference
     from numoracle.mathlib import load
     prof = load("h200")
     assert prof.model("recip").a < prof.model("div").a
@@ -186,7 +186,7 @@ def test_a_runtime_argument_must_be_a_float_tensor():
 def test_the_emulator_divides_by_a_power_of_two_argument_exactly():
     """The emulator's correct kernel takes the calculus's model: a power-of-two divisor only
     scales, even when its math errors are at their extreme."""
-    from numoracle.emulator import Plan, emulate
+    from numoracle.selftest.emulator import Plan, emulate
     x = torch.randn(4096, generator=torch.Generator().manual_seed(3)).to(torch.float32)
     for n in (64, 2 ** 20):
         for prog in (divide_by_number, divide_by_argument):
@@ -230,7 +230,7 @@ def test_a_float64_centre_of_a_sum_or_dot_allows_for_any_summation_order():
     magnitudes in whatever order a device sums them: with cancellation (here to exactly 0),
     far more than 2**-50 of the result."""
     from numoracle.calculus.form import DET
-    from numoracle.check import run_reference
+    from numoracle.verdict.evaluation import run_reference
     from numoracle.mathlib import load
     prof = load("interpreter")
     n = 1000

@@ -5,7 +5,7 @@ import torch
 
 import numoracle as no
 from numoracle.calculus import form as FM
-from numoracle.check import run_reference
+from numoracle.verdict.evaluation import run_reference
 from numoracle.formats import fp32
 from numoracle.mathlib import load as load_profile
 

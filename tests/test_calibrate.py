@@ -1,4 +1,4 @@
-"""``numoracle calibrate`` and the shipped math-library profiles (DESIGN §5)."""
+"""``numoracle calibrate`` and the shipped math-library profiles (docs/design.md §5)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from numoracle import mathlib
 from numoracle.calculus.tracked import ulp_bound_fp32
 from numoracle.mathlib import calibrate as C
 
-# FACTS.md, "Math library on an NVIDIA H200 (torch 2.11, Triton 3.6)": profile function ->
+# docs/facts.md, "Math library on an NVIDIA H200 (torch 2.11, Triton 3.6)": profile function ->
 # (Triton call, max ulp measured there, largest |x| of the measured range (None: not input-dependent),
 #  CUDA's documented bound is <= 2 ulp).
 FACTS_H200 = {
@@ -50,7 +50,7 @@ def test_h200_profile_covers_facts_and_is_tight(fn):
 
 def test_h200_profile_is_for_the_h200_and_flushes():
     prof = mathlib.load("h200")
-    assert prof.ftz, "Triton links libdevice in flush-to-zero mode (FACTS.md)"
+    assert prof.ftz, "Triton links libdevice in flush-to-zero mode (docs/facts.md)"
     assert "H200" in prof.provenance.get("device", "")
     assert set(prof.functions) == set(mathlib.FUNCTION_NAMES)
 
@@ -129,7 +129,7 @@ def test_shipped_interpreter_profile_covers_a_fresh_measurement():
 
 
 def test_cli_calibrate_help_and_bad_function():
-    out = subprocess.run([sys.executable, "-m", "numoracle.cli", "calibrate", "--help"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "numoracle", "calibrate", "--help"], capture_output=True,
                          text=True)
     assert out.returncode == 0 and "--backend" in out.stdout and "--samples" in out.stdout
     with pytest.raises(Exception, match="unknown"):

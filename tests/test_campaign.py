@@ -3,9 +3,9 @@ import json
 
 import pytest
 
-from numoracle.campaign import campaign
-from numoracle.campaign import correct as C
-from numoracle.campaign.report import headline, load, render_html, render_markdown, write
+from numoracle.studies.campaign import campaign
+from numoracle.studies.campaign import correct as C
+from numoracle.studies.campaign.report import headline, load, render_html, render_markdown, write
 from numoracle.errors import InvalidArgument
 
 OPS = ["rms_norm", "cross_entropy", "per_token_group_quant_fp8"]

@@ -1,4 +1,4 @@
-"""The public API of DESIGN §3: the rms_norm example verbatim, verdict fields,
+"""The public API of docs/design.md §3: the rms_norm example verbatim, verdict fields,
 error messages for bad input (InvalidArgument says given / expected / fix)."""
 
 import json

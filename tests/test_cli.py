@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from numoracle.cli import SUBCOMMANDS, build_parser, main
+from numoracle.cli import COMMANDS, build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,8 +20,7 @@ def test_ops_lists_the_registry(capsys):
     (["check", "no_such_op"], "unknown operator"),
     (["check", "rms_norm", "--kernel", "nope"], "rms_norm has kernels"),
     (["check", "rms_norm", "--kernel", "no_such_module_xyz:f"], "cannot import it"),
-    (["check", "rms_norm", "--shift", "sideways"], "unknown input-shift group"),
-    (["fuzz", "rms_norm", "--seconds", "1", "--minutes", "1"], "not both"),
+    (["check", "rms_norm", "--groups", "sideways"], "unknown input-shift group"),
     (["check", "rms_norm", "--dtype", "e2m1"], "is defined on"),
     (["replay", "/nonexistent/case"], "not a corpus case"),
 ])
@@ -36,7 +35,7 @@ def test_argparse_errors_exit_2():
 
 
 def test_check_correct_kernel_json(capsys):
-    rc = main(["check", "softmax", "--backend", "interpreter", "--examples", "3", "--shift", "calibration,scaled_up",
+    rc = main(["check", "softmax", "--backend", "interpreter", "--examples", "3", "--groups", "calibration,scaled_up",
                "--max-cols", "64", "--json", "--no-save"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and out["exit_reason"] == "examples exhausted"
@@ -53,7 +52,38 @@ def test_fuzz_with_a_time_budget_text_output(capsys):
     assert "- time budget" in text and "cases in" in text
 
 
-def test_subcommands_table_is_kept():
-    assert set(SUBCOMMANDS) >= {"calibrate", "mutate", "stress-tolerances"}
+def test_every_command_is_listed_without_importing_its_module():
     sub = build_parser(only="")._subparsers._group_actions[0].choices
-    assert {"ops", "check", "fuzz", "replay"} <= set(sub)
+    assert set(sub) == set(COMMANDS) >= {"ops", "check", "fuzz", "replay", "mutate", "stress-tolerances", "campaign",
+                                         "report", "calibrate", "workers"}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_flag_of_every_command_has_help(command):
+    parser = build_parser(only=command)._subparsers._group_actions[0].choices[command]
+    missing = [a.option_strings or a.dest for a in parser._actions
+               if a.help is None and a.dest != "help"]
+    assert not missing, f"{command}: flags without help {missing}"
+
+
+@pytest.mark.parametrize("argv", [["fuzz", "rms_norm", "--seconds", "nan"], ["fuzz", "rms_norm", "--timeout", "0"],
+                                  ["check", "rms_norm", "--max-rows", "0"],
+                                  ["check", "rms_norm", "--shrink-seconds", "-1"],
+                                  ["mutate", "softmax", "--cases-per-group", "0"],
+                                  ["stress-tolerances", "softmax", "--grid", "0"]])
+def test_numeric_options_are_validated(argv, capsys):
+    assert main(argv) == 2
+    assert "expected" in capsys.readouterr().err
+
+
+def test_the_same_flag_means_the_same_in_every_command():
+    """--groups, --seconds, --backend, --json: one name, one definition, wherever they appear."""
+    seen = {}
+    for command in COMMANDS:
+        parser = build_parser(only=command)._subparsers._group_actions[0].choices[command]
+        for a in parser._actions:
+            for flag in a.option_strings:
+                seen.setdefault(flag, set()).add((a.dest, a.nargs, type(a).__name__))
+    for flag in ("--groups", "--seconds", "--backend", "--json", "--seed", "--dtype", "--kernel", "--out"):
+        assert len(seen.get(flag, ())) <= 1, (flag, seen[flag])
+    assert "--shift" not in seen and "--time-budget" not in seen and "--minutes" not in seen

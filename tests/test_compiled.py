@@ -1,38 +1,35 @@
-"""The compiled verdict (numoracle.compiled): the same verdicts as the eager
-calculus, compiled once per signature, eager whenever it cannot compile."""
+"""The compiled verdict (numoracle.verdict.compiled): the same verdicts as the eager
+calculus, compiled once per signature, eager whenever it cannot compile.
+
+The tests that compile graphs of their own (the quantizer, cross_entropy, a program
+with a graph break) are in the slow tier; the default tier compiles rms_norm's verdict
+and regions functions, which the FX graph cache then shares between tests."""
 import math
 
 import pytest
 import torch
 
 import numoracle as no
-from numoracle import compiled, operators
 from numoracle import formats as F
+from numoracle import operators
 from numoracle.check import check, check_modes
-from numoracle.emulator import Plan, emulate
+from numoracle.selftest.emulator import Plan, emulate
 from numoracle.errors import InvalidArgument, TensorsChanged
 from numoracle.operators.ops_vllm import torch_group_quant
+from numoracle.verdict import compiled
+from numoracle.verdict.compiled import compare, graphs, holding, inductor
+from numoracle.verdict.compiled import plan as plan_module
+from numoracle.verdict.compiled.plan import REGIONS_WANTED
+
+EAGER = no.settings(compile="never")
+ALWAYS = no.settings(compile="always")
 
 
 @pytest.fixture
-def flags_only(monkeypatch):
-    """The flags-only verdict (CUDA's) forced on the CPU: the same code, tested here."""
-    monkeypatch.setattr(compiled, "FLAGS_ONLY_DEVICES", {"cuda", "cpu"})
-
-
-@pytest.fixture
-def regions_returned(monkeypatch):
-    """The compiled verdict returning its regions with its flags (no device's default)."""
-    monkeypatch.setattr(compiled, "FLAGS_ONLY_DEVICES", set())
-
-
-@pytest.fixture
-def policy(monkeypatch):
+def fresh():
+    """No plan before the test, none left after it."""
     compiled.clear()
-
-    def set_policy(value):
-        monkeypatch.setenv("NUMORACLE_COMPILE", value)
-    yield set_policy
+    yield
     compiled.clear()
 
 
@@ -44,20 +41,18 @@ def _case(name="rms_norm", rows=6, cols=256, faults=(), seed=5):
 
 
 def _only_plan():
-    plans = list(compiled._plans.values())
+    plans = compiled.plans()
     assert len(plans) == 1
     return plans[0]
 
 
-def _eager_and_compiled(policy, name="rms_norm", faults=(), judge=check):
+def _eager_and_compiled(name="rms_norm", faults=(), judge=check, settings=ALWAYS):
     """(op, inputs, params, outs, eager verdict, compiled verdict) of one case: the
-    second call under 'always' learns the sites, the third is compiled."""
+    first call under ``settings`` learns the sites, the second is compiled."""
     op, inputs, params, outs = _case(name, faults=faults)
-    policy("never")
-    ve = judge(op.reference, outs, inputs, params)
-    policy("always")
-    judge(op.reference, outs, inputs, params)
-    vc = judge(op.reference, outs, inputs, params)
+    ve = judge(op.reference, outs, inputs, params, settings=EAGER)
+    judge(op.reference, outs, inputs, params, settings=settings)
+    vc = judge(op.reference, outs, inputs, params, settings=settings)
     return op, inputs, params, outs, ve, vc
 
 
@@ -77,14 +72,9 @@ def _assert_same(ve, vc):
 
 
 @pytest.mark.parametrize("faults", [(), ("truncating_store",), ("ulp_off_store",)])
-def test_compiled_verdicts_equal_eager_ones(policy, faults):
+def test_compiled_verdicts_equal_eager_ones(fresh, faults):
     """One compile (the first fault case) serves the others: same program, shapes and params."""
-    op, inputs, params, outs = _case(faults=faults)
-    policy("never")
-    ve = check_modes(op.reference, outs, inputs, params)
-    policy("always")
-    check_modes(op.reference, outs, inputs, params)               # eager: learns the sites
-    vc = check_modes(op.reference, outs, inputs, params)           # compiled
+    op, inputs, params, outs, ve, vc = _eager_and_compiled(faults=faults, judge=check_modes)
     plan = _only_plan()
     assert plan.fn is not None and plan.failed is None
     _assert_same(ve, vc)
@@ -99,7 +89,7 @@ def test_compiled_bf16_rounding_is_exact():
     x = torch.tensor([1 + 2.0 ** -8, 1 + 3 * 2.0 ** -8, 1 + 2.0 ** -8 + 2.0 ** -30, 1.00390625 * 3,
                       65504.0 + 16, 3.3e38, 2.0 ** -133, 2.0 ** -134 * 3], dtype=torch.float64)
     x = torch.cat([x, -x, torch.randn(512, dtype=torch.float64)])
-    f = torch.compile(lambda t: F._rne_fast(t, F.bf16), dynamic=False, options=compiled.COMPILE_OPTIONS)
+    f = torch.compile(lambda t: F._rne_fast(t, F.bf16), dynamic=False, options=inductor.COMPILE_OPTIONS)
     assert torch.equal(f(x), F.round(x, F.bf16))
 
 
@@ -113,7 +103,7 @@ def test_compiled_fp8_and_directed_roundings_equal_the_grid_path():
                                    dtype=torch.float64)])
     f = torch.compile(lambda t: (F.round(t, F.e4m3fn, "rne", "saturate"), F.round(t, F.e5m2, "rne", "saturate"),
                                  F.round(t, F.fp32, "up"), F.round(t, F.fp32, "down")),
-                      dynamic=False, options=compiled.COMPILE_OPTIONS)
+                      dynamic=False, options=inductor.COMPILE_OPTIONS)
     got = f(x)
     want = (F._round_rest(x, F.e4m3fn, "rne", "saturate", False), F._round_rest(x, F.e5m2, "rne", "saturate", False),
             F._round_rest(x, F.fp32, "up", "inf", False), F._round_rest(x, F.fp32, "down", "inf", False))
@@ -121,65 +111,74 @@ def test_compiled_fp8_and_directed_roundings_equal_the_grid_path():
         assert torch.equal(a.isnan(), b.isnan()) and torch.equal(a[~a.isnan()], b[~b.isnan()])
 
 
-def test_auto_keeps_small_signatures_eager(policy):
+def test_auto_keeps_small_signatures_eager(fresh):
     op, inputs, params, outs = _case()
-    policy("auto")
-    for _ in range(compiled.AUTO_EAGER_CALLS + 2):
-        check(op.reference, outs, inputs, params)
+    auto = no.settings(compile="auto")
+    for _ in range(auto.eager_calls + 2):
+        check(op.reference, outs, inputs, params, settings=auto)
     plan = _only_plan()
-    assert plan.elements < compiled.AUTO_MIN_ELEMENTS and not plan.ready and plan.fn is None
+    assert plan.elements < auto.compile_min_elements and not plan.ready and plan.fn is None
 
 
-def test_never_makes_no_plan_and_a_bad_policy_says_what_is_expected(policy):
+def test_auto_compiles_a_signature_once_it_is_large_enough_and_repeated(fresh):
+    """The auto policy's two numbers are settings: a signature of at least
+    compile_min_elements outputs compiles after eager_calls eager verdicts."""
     op, inputs, params, outs = _case()
-    policy("never")
-    check(op.reference, outs, inputs, params)
-    assert not compiled._plans
-    policy("sometimes")
-    with pytest.raises(InvalidArgument, match="NUMORACLE_COMPILE='sometimes': expected one of"):
-        check(op.reference, outs, inputs, params)
+    auto = no.settings(compile="auto", compile_min_elements=outs[0].numel(), eager_calls=1)
+    check(op.reference, outs, inputs, params, settings=auto)
+    plan = _only_plan()
+    assert not plan.ready
+    check(op.reference, outs, inputs, params, settings=auto)
+    assert plan.ready and plan.fn is not None
 
 
-def test_a_failed_compile_is_judged_eagerly_with_one_warning(policy, monkeypatch):
+def test_never_makes_no_plan_and_a_bad_policy_says_what_is_expected(fresh):
+    op, inputs, params, outs = _case()
+    check(op.reference, outs, inputs, params, settings=EAGER)
+    assert not compiled.plans()
+    with pytest.raises(InvalidArgument, match="compile='sometimes': expected one of"):
+        no.settings(compile="sometimes")
+
+
+def test_a_failed_compile_is_judged_eagerly_with_one_warning(fresh, monkeypatch):
     op, inputs, params, outs = _case(faults=("truncating_store",))
-    policy("never")
-    ve = check(op.reference, outs, inputs, params)
+    ve = check(op.reference, outs, inputs, params, settings=EAGER)
 
-    def broken(self, full, graphs=False):
+    def broken(self, full):
         def fn(*tensors):
             raise RuntimeError("no compiler here")
         return fn
-    monkeypatch.setattr(compiled.Plan, "_core", broken)
-    policy("always")
-    check(op.reference, outs, inputs, params)
+    monkeypatch.setattr(plan_module.Plan, "_core", broken)
+    check(op.reference, outs, inputs, params, settings=ALWAYS)
     with pytest.warns(RuntimeWarning, match="judging rms_norm eagerly.*no compiler here"):
-        v = check(op.reference, outs, inputs, params)
+        v = check(op.reference, outs, inputs, params, settings=ALWAYS)
     assert v.status == ve.status == "reject" and v.n_rejected == ve.n_rejected
     assert _only_plan().failed.startswith("RuntimeError")
-    check(op.reference, outs, inputs, params)          # no second warning: the plan stays eager
+    check(op.reference, outs, inputs, params, settings=ALWAYS)      # no second warning: the plan stays eager
 
 
-@pytest.mark.parametrize("sanitise", [True, False])
-def test_non_finite_inputs_under_a_compiled_signature(policy, monkeypatch, sanitise):
-    monkeypatch.setattr(compiled, "SANITISE_DEVICES", {"cpu"} if sanitise else set())
+def test_non_finite_inputs_under_a_compiled_signature(fresh):
+    """Under nonfinite='uncertified' a compiled verdict is traced with sanitised inputs: a
+    non-finite input makes what depends on it uncertified, compiled as eagerly; under 'error'
+    (another signature, traced unsanitised) it raises."""
     op, inputs, params, outs = _case()
-    policy("always")
-    check(op.reference, outs, inputs, params, nonfinite="uncertified")
-    check(op.reference, outs, inputs, params, nonfinite="uncertified")
+    check(op.reference, outs, inputs, params, nonfinite="uncertified", settings=ALWAYS)
+    check(op.reference, outs, inputs, params, nonfinite="uncertified", settings=ALWAYS)
     x = inputs[0].clone()
     x[1, 3] = math.inf
     bad = (x,) + tuple(inputs[1:])
-    v = check(op.reference, outs, bad, params, nonfinite="uncertified")
+    v = check(op.reference, outs, bad, params, nonfinite="uncertified", settings=ALWAYS)
+    assert _only_plan().sanitise and _only_plan().fn is not None
     assert v.certificate.inputs.startswith("non-finite inputs")
     assert v.status == "uncertified" and bool(v.outputs[0].uncertified[1].all())
     assert not bool(v.outputs[0].uncertified[0].any())
-    check(op.reference, outs, inputs, params)
-    check(op.reference, outs, inputs, params)
+    check(op.reference, outs, inputs, params, settings=ALWAYS)
+    check(op.reference, outs, inputs, params, settings=ALWAYS)
     with pytest.raises(InvalidArgument, match="non-finite"):
-        check(op.reference, outs, bad, params)
+        check(op.reference, outs, bad, params, settings=ALWAYS)
 
 
-def test_an_uncertified_compiled_verdict_names_the_failing_site(policy):
+def test_an_uncertified_compiled_verdict_names_the_failing_site(fresh):
     """The compiled graph leaves the sites' statistics out; the certificate read from a
     compiled verdict (an eager run on the same inputs) is the eager one, failing site included."""
     op, inputs, params, outs = _case()
@@ -187,11 +186,9 @@ def test_an_uncertified_compiled_verdict_names_the_failing_site(policy):
     x[2] = 3.0e38                                   # this row's sum of squares leaves fp32
     big = (x,) + tuple(inputs[1:])
     big_outs = emulate(op.reference, big, params, Plan(seed=1))
-    policy("never")
-    ve = check_modes(op.reference, big_outs, big, params)
-    policy("always")
-    check_modes(op.reference, outs, inputs, params)               # eager: learns the sites
-    vc = check_modes(op.reference, big_outs, big, params)         # compiled, same signature
+    ve = check_modes(op.reference, big_outs, big, params, settings=EAGER)
+    check_modes(op.reference, outs, inputs, params, settings=ALWAYS)               # eager: learns the sites
+    vc = check_modes(op.reference, big_outs, big, params, settings=ALWAYS)         # compiled, same signature
     assert _only_plan().fn is not None
     assert vc["statistical"].status == ve["statistical"].status == "uncertified"
     failing = [s.label for s in vc["statistical"].certificate.failing]
@@ -200,53 +197,49 @@ def test_an_uncertified_compiled_verdict_names_the_failing_site(policy):
     _assert_same(ve, vc)
 
 
-@pytest.mark.parametrize("only_flags", [False, True])
+@pytest.mark.slow
 @pytest.mark.parametrize("scale_factor", [1.0, 1.01])
-def test_compiled_quantizer_verdicts_equal_eager_ones(policy, monkeypatch, scale_factor, only_flags):
-    """On the CPU the group quantizer's two-step judgement runs compiled too (its explanation
-    details come from an eager run), returning its tensors or, as on CUDA, its flags alone."""
-    if only_flags:
-        monkeypatch.setattr(compiled, "FLAGS_ONLY_DEVICES", {"cuda", "cpu"})
+def test_compiled_quantizer_verdicts_equal_eager_ones(fresh, scale_factor):
+    """The group quantizer's two-step judgement runs compiled too (its explanation details
+    come from an eager run): its flags alone, then, read again and again, its tensors."""
     op = operators.get("per_token_group_quant_fp8")
     inputs, params = op.example(5, dtype=torch.bfloat16, family="calibration", rows=4, cols=512)
     q, s = torch_group_quant(inputs[0], **params)
     outs = (q, s * scale_factor)
-    policy("never")
-    ve = check_modes(op.reference, outs, inputs, params)
-    policy("always")
-    check_modes(op.reference, outs, inputs, params)
-    vc = check_modes(op.reference, outs, inputs, params)
-    plan = _only_plan()
-    assert plan.fn is not None and plan.failed is None and plan.has_quantizer
-    _assert_same(ve, vc)
+    ve = check_modes(op.reference, outs, inputs, params, settings=EAGER)
+    check_modes(op.reference, outs, inputs, params, settings=ALWAYS)
+    plan = None
+    for _ in range(REGIONS_WANTED + 2):
+        vc = check_modes(op.reference, outs, inputs, params, settings=ALWAYS)
+        plan = _only_plan()
+        assert plan.fn is not None and plan.failed is None and plan.has_quantizer
+        _assert_same(ve, vc)
+        assert vc["statistical"].explain() == ve["statistical"].explain()
+        assert vc["statistical"].assumptions == ve["statistical"].assumptions
+    assert plan.full                             # the regions function became the verdict
     assert ve["statistical"].status == ("accept" if scale_factor == 1.0 else "reject")
-    assert vc["statistical"].explain() == ve["statistical"].explain()
-    assert vc["statistical"].assumptions == ve["statistical"].assumptions
 
 
-def test_masks_of_a_compiled_verdict_are_computed_when_asked_for(policy):
+def test_masks_of_a_compiled_verdict_are_computed_when_asked_for(fresh):
     """The compiled function returns flags, not rejected masks: an accepted verdict's
     masks are all False without a pass over the outputs, a rejected one's are the eager ones."""
-    op, inputs, params, outs, ve, vc = _eager_and_compiled(policy, faults=("ulp_off_store",))
+    op, inputs, params, outs, ve, vc = _eager_and_compiled(faults=("ulp_off_store",))
     o = vc.outputs[0]
-    assert callable(o._rejected)                  # not computed yet
+    assert "rejected" not in o._cache                  # not computed yet
     assert vc.status == "reject"
     assert torch.equal(o.rejected, ve.outputs[0].rejected) and bool(o.rejected.any())
     op, inputs, params, outs = _case()
-    check(op.reference, outs, inputs, params)
-    check(op.reference, outs, inputs, params)
-    va = check(op.reference, outs, inputs, params)
+    va = check(op.reference, outs, inputs, params, settings=ALWAYS)
     assert va.status == "accept" and not bool(va.outputs[0].rejected.any())
     assert not bool(va.outputs[0].uncertified.any())
 
 
-def test_a_compiled_verdict_computes_no_region_until_one_is_needed(policy, flags_only):
+def test_a_compiled_verdict_computes_no_region_until_one_is_needed(fresh):
     """The compiled function returns the flags alone; an accepted verdict's status,
     counts of zero and certificate need no region."""
     op, inputs, params, outs = _case()
-    policy("always")
-    check(op.reference, outs, inputs, params)
-    v = check(op.reference, outs, inputs, params)
+    check(op.reference, outs, inputs, params, settings=ALWAYS)
+    v = check(op.reference, outs, inputs, params, settings=ALWAYS)
     plan = _only_plan()
     assert v.status == "accept" and plan.region_calls == 0
     assert v.n_rejected == 0 and plan.region_calls == 0          # masks known empty from the flags
@@ -255,10 +248,10 @@ def test_a_compiled_verdict_computes_no_region_until_one_is_needed(policy, flags
     assert plan.region_calls == 1
 
 
-def test_regions_describe_the_call_even_when_the_caller_reuses_its_buffers(policy, flags_only):
-    """The verdict keeps copies of what it judged: overwriting the inputs and the
+def test_regions_describe_the_call_even_when_the_caller_reuses_its_buffers(fresh):
+    """A rejecting verdict keeps copies of what it judged: overwriting the inputs and the
     kernel's output afterwards changes neither its masks nor its explanation."""
-    op, inputs, params, outs, ve, vc = _eager_and_compiled(policy, faults=("ulp_off_store",))
+    op, inputs, params, outs, ve, vc = _eager_and_compiled(faults=("ulp_off_store",))
     want = ve.explain()
     for t in list(inputs) + [outs[0] if isinstance(outs, tuple) else outs]:
         if isinstance(t, torch.Tensor) and t.is_floating_point():
@@ -269,16 +262,16 @@ def test_regions_describe_the_call_even_when_the_caller_reuses_its_buffers(polic
     assert vc.explain() == want
 
 
-def test_an_accepted_verdict_holds_the_callers_tensors_and_says_when_they_changed(policy, flags_only):
+def test_an_accepted_verdict_holds_the_callers_tensors_and_says_when_they_changed(fresh):
     """No copy for a plain accept: its regions, kernel values and certificate come from the
     caller's tensors, equal to the eager verdict's while they are unchanged; overwritten, each
     of them raises TensorsChanged, naming which tensor changed, instead of describing other data."""
-    op, inputs, params, outs, ve, vc = _eager_and_compiled(policy, judge=check_modes)
+    op, inputs, params, outs, ve, vc = _eager_and_compiled(judge=check_modes)
     plan = _only_plan()
     assert plan.hold and vc["statistical"].status == "accept"
     _assert_same(ve, vc)
     op, inputs, params, outs = _case()
-    v = check_modes(op.reference, outs, inputs, params)["fixed"]
+    v = check_modes(op.reference, outs, inputs, params, settings=ALWAYS)["fixed"]
     assert v.status == "accept" and plan.calls == 3
     outs[0].view(torch.int16)[2, 7] += 1             # one bit pattern of the kernel's output y
     for read in (lambda: v.explain(), lambda: v.outputs[0].kernel, lambda: v.certificate.to_dict()):
@@ -290,9 +283,9 @@ def test_an_accepted_verdict_holds_the_callers_tensors_and_says_when_they_change
         v.explain()
 
 
-def test_without_holding_an_accepted_verdict_keeps_copies(policy, flags_only, monkeypatch):
-    monkeypatch.setattr(compiled, "HOLD_ACCEPTED", False)
-    op, inputs, params, outs, ve, vc = _eager_and_compiled(policy)
+def test_without_holding_an_accepted_verdict_keeps_copies(fresh):
+    copying = no.settings(compile="always", hold_accepted=False)
+    op, inputs, params, outs, ve, vc = _eager_and_compiled(settings=copying)
     want = ve.explain()
     assert not _only_plan().hold and vc.status == "accept"
     outs[0].mul_(-3)
@@ -308,8 +301,8 @@ def test_fingerprints_change_with_any_one_value_or_a_swap():
             torch.int64: torch.arange(192).reshape(3, 64),
             torch.bool: torch.rand(3, 64) > 0.5}
     for dtype, t in base.items():
-        want = int(compiled._fingerprint(t))
-        bits = t.view(compiled._BITS[t.element_size()])
+        want = int(holding.fingerprint(t))
+        bits = holding.as_bits(t)
         for i in range(bits.numel()):
             u = bits.clone()
             flat = u.view(-1) if u.is_contiguous() else u.t().reshape(-1)
@@ -319,142 +312,111 @@ def test_fingerprints_change_with_any_one_value_or_a_swap():
                 flat[i] += 1
             if not u.is_contiguous():
                 u = flat.reshape(u.t().shape).t()
-            assert int(compiled._fingerprint(u.view(dtype))) != want, (dtype, i)
+            assert int(holding.fingerprint(u.view(dtype))) != want, (dtype, i)
         u = bits.clone()
         r = u.reshape(-1) if u.is_contiguous() else None
         if r is not None and not torch.equal(r[0], r[1]):
             r[0], r[1] = r[1].clone(), r[0].clone()
-            assert int(compiled._fingerprint(u.view(dtype))) != want, dtype
+            assert int(holding.fingerprint(u.view(dtype))) != want, dtype
     x = base[torch.bfloat16]
-    assert int(torch.compile(compiled._fingerprint, fullgraph=True)(x)) == int(compiled._fingerprint(x))
+    assert int(torch.compile(holding.fingerprint, fullgraph=True)(x)) == int(holding.fingerprint(x))
 
 
-def test_regions_compile_once_needed_repeatedly_and_equal_eager_ones(policy, flags_only):
+def test_regions_compile_once_needed_repeatedly_and_equal_eager_ones(fresh):
     """The first verdict needing its regions computes them eagerly (an explained reject
     costs no compile); from the next one on ('always') they come compiled, equal."""
-    op, inputs, params, outs, ve, first = _eager_and_compiled(policy, faults=("truncating_store",),
-                                                              judge=check_modes)
+    op, inputs, params, outs, ve, first = _eager_and_compiled(faults=("truncating_store",), judge=check_modes)
     plan = _only_plan()
     _assert_same(ve, first)
     assert plan.region_calls == 1 and plan.regions_fn is None
-    second = check_modes(op.reference, outs, inputs, params)
+    second = check_modes(op.reference, outs, inputs, params, settings=ALWAYS)
     _assert_same(ve, second)
     assert plan.region_calls == 2 and plan.regions_fn is not None and plan.region_failed is None
 
 
-def test_a_failed_regions_compile_falls_back_to_eager_regions(policy, monkeypatch, flags_only):
+def test_a_failed_regions_compile_falls_back_to_eager_regions(fresh, monkeypatch):
     op, inputs, params, outs = _case(faults=("truncating_store",))
-    policy("never")
-    ve = check(op.reference, outs, inputs, params)
-    policy("always")
-    check(op.reference, outs, inputs, params)
-    check(op.reference, outs, inputs, params).outputs[0].rejected       # first need: eager
-    real = compiled.Plan._core
+    ve = check(op.reference, outs, inputs, params, settings=EAGER)
+    check(op.reference, outs, inputs, params, settings=ALWAYS)
+    check(op.reference, outs, inputs, params, settings=ALWAYS).outputs[0].rejected       # first need: eager
+    real = plan_module.Plan._core
 
-    def broken(self, full, graphs=False):
+    def broken(self, full):
         if not full:
-            return real(self, full, graphs)
+            return real(self, full)
 
         def fn(*tensors):
             raise RuntimeError("no compiler for regions")
         return fn
-    monkeypatch.setattr(compiled.Plan, "_core", broken)
+    monkeypatch.setattr(plan_module.Plan, "_core", broken)
     with pytest.warns(RuntimeWarning, match="regions eagerly.*no compiler for regions"):
-        v = check(op.reference, outs, inputs, params)       # a confirmed reject reads its regions
+        v = check(op.reference, outs, inputs, params, settings=ALWAYS)   # a confirmed reject reads its regions
     assert v.confirmation == ve.confirmation == "confirmed"
     assert torch.equal(v.outputs[0].rejected, ve.outputs[0].rejected)
     assert _only_plan().region_failed.startswith("RuntimeError")
 
 
-def test_regions_whose_flags_disagree_with_the_verdict_raise(policy, monkeypatch, flags_only):
+def test_regions_whose_flags_disagree_with_the_verdict_raise(fresh, monkeypatch):
     """A region that would contradict the verdict it explains is a bug, said loudly."""
     op, inputs, params, outs = _case(faults=("truncating_store",))
-    policy("always")
-    check(op.reference, outs, inputs, params)
-    v = check(op.reference, outs, inputs, params, confirm=False)    # confirming would read the regions now
+    check(op.reference, outs, inputs, params, settings=ALWAYS)
+    # not confirmed: confirming would read the regions now
+    v = check(op.reference, outs, inputs, params, confirm=False, settings=ALWAYS)
     assert v.status == "reject"
-    real = compiled.Plan._function
+    real = plan_module.Plan._function
 
     def lying(self, full):
         fn = real(self, full)
 
         def g(*tensors):
-            whats, flags, outs_ = fn(*tensors)
-            return whats, ~flags, outs_
+            sites, flags, outs_ = fn(*tensors)
+            return sites, ~flags, outs_
         return g
-    monkeypatch.setattr(compiled.Plan, "_function", lying)
+    monkeypatch.setattr(plan_module.Plan, "_function", lying)
     with pytest.raises(RuntimeError, match="regions give the flags .* where its verdict had"):
         v.outputs[0].rejected
 
 
-@pytest.mark.parametrize("name,faults", [("rms_norm", ("ulp_off_store",)), ("per_token_group_quant_fp8", ())])
-def test_flags_reduced_row_by_row_equal_the_flat_ones(policy, monkeypatch, flags_only, name, faults):
-    if name == "per_token_group_quant_fp8":
-        op = operators.get(name)
-        inputs, params = op.example(5, dtype=torch.bfloat16, family="calibration", rows=6, cols=256)
-        outs = torch_group_quant(inputs[0], **params)
-    else:
-        op, inputs, params, outs = _case(name, faults=faults)
-    got = {}
-    for by_row in (False, True):
-        monkeypatch.setattr(compiled, "FLAGS_BY_ROW", by_row)
-        compiled.clear()
-        policy("always")
-        for _ in range(3):
-            v = check_modes(op.reference, outs, inputs, params)
-        assert _only_plan().fn is not None and not _only_plan().full
-        got[by_row] = {m: (x.status, x.n_rejected) for m, x in v.items()}
-    assert got[True] == got[False]
-    if faults:
-        assert got[True]["statistical"][0] == "reject"
-
-
-def test_a_graph_that_cannot_be_captured_leaves_the_compiled_verdict_running(policy, monkeypatch, flags_only):
+def test_a_graph_that_cannot_be_captured_leaves_the_compiled_verdict_running(fresh, monkeypatch):
     def refuse(fn, tensors):
         raise RuntimeError("operation not permitted when stream is capturing")
-    monkeypatch.setattr(compiled, "_cudagraphs", lambda device, elements: True)
-    monkeypatch.setattr(compiled, "CAPTURE_DEVICES", {"cpu"})
-    monkeypatch.setattr(compiled, "_Captured", refuse)
-    op, inputs, params, outs, ve, _ = _eager_and_compiled(policy, faults=("ulp_off_store",))
+    monkeypatch.setattr(graphs, "wanted", lambda settings, device, elements: True)
+    monkeypatch.setattr(graphs, "Captured", refuse)
+    op, inputs, params, outs = _case(faults=("ulp_off_store",))
+    ve = check(op.reference, outs, inputs, params, settings=EAGER)
+    check(op.reference, outs, inputs, params, settings=ALWAYS)
     with pytest.warns(RuntimeWarning, match="runs without a CUDA graph; capturing it failed .RuntimeError: "
                                             "operation not permitted"):
-        compiled.clear()
-        check(op.reference, outs, inputs, params)
-        vc = check(op.reference, outs, inputs, params)
+        vc = check(op.reference, outs, inputs, params, settings=ALWAYS)
     plan = _only_plan()
     assert plan.fn is not None and plan.failed is None and plan.graphs is False
     assert vc.status == ve.status == "reject"
 
 
-@pytest.mark.parametrize("fault", ["flags", "centre"])
-def test_a_miscompiled_verdict_is_caught_on_its_first_call_and_judged_eagerly(policy, monkeypatch, fault,
-                                                                             regions_returned):
-    """The first compiled call is compared with the same tensor code run eagerly: a compiler
-    that gets a flag or a centre wrong leaves the signature eager, with a warning."""
-    real = compiled.Plan._core
-
-    def miscompiled(self, full, graphs=False):
-        fn = real(self, full, graphs)
+def _flip_rejected_flags(real):
+    """A miscompiled flags function: every flag but the last (any non-finite input) wrong."""
+    def miscompiled(self, full):
+        fn = real(self, full)
 
         def wrong(*tensors):
-            whats, flags, *regions = fn(*tensors)
-            if fault == "flags":
-                flags = ~flags
-            else:
-                (centre, *rest), *others = regions[0]
-                regions = [[(centre * (1 + 2.0 ** -30), *rest), *others]]
-            return (whats, flags, *regions)
+            sites, flags, *regions = fn(*tensors)
+            head = ~flags[:-1] if flags.dtype == torch.bool else 1 - flags[:-1]
+            return (sites, torch.cat([head, flags[-1:]]), *regions)
         return wrong
-    monkeypatch.setattr(compiled.Plan, "_core", miscompiled)
+    return miscompiled
+
+
+def test_a_miscompiled_verdict_is_caught_on_its_first_call_and_judged_eagerly(fresh, monkeypatch):
+    """The first compiled call is compared with the same tensor code run eagerly: a compiler
+    that gets a flag wrong leaves the signature eager, with a warning."""
+    monkeypatch.setattr(plan_module.Plan, "_core", _flip_rejected_flags(plan_module.Plan._core))
     op, inputs, params, outs = _case(faults=("ulp_off_store",))
-    policy("never")
-    ve = check(op.reference, outs, inputs, params)
-    policy("always")
-    check(op.reference, outs, inputs, params)
-    with pytest.warns(RuntimeWarning, match="compiling its verdict failed .RuntimeError: "):
-        vc = check(op.reference, outs, inputs, params)
+    ve = check(op.reference, outs, inputs, params, settings=EAGER)
+    check(op.reference, outs, inputs, params, settings=ALWAYS)
+    with pytest.warns(RuntimeWarning, match="compiling its verdict failed .RuntimeError: the compiled flags"):
+        vc = check(op.reference, outs, inputs, params, settings=ALWAYS)
     plan = _only_plan()
-    assert plan.failed is not None and ("flags" in plan.failed if fault == "flags" else "part 0" in plan.failed)
+    assert plan.failed is not None and "flags" in plan.failed
     assert vc.status == ve.status == "reject"
     assert torch.equal(vc.outputs[0].rejected, ve.outputs[0].rejected)
 
@@ -465,65 +427,74 @@ def test_copies_into_buffers_of_mixed_dtypes_pair_by_pair():
             torch.randn(4, 3).to(torch.float8_e4m3fn), torch.randn(3, 4) > 0, torch.randn(5, 4).t(),
             torch.randn(6).to(torch.float16)]
     dsts = [torch.empty_like(t) for t in srcs]
-    compiled._copy_into(dsts, srcs)
+    holding.copy_into(dsts, srcs)
+
     def same(a, b):      # fp8 has no equality of its own: compare bytes
         return a.dtype == b.dtype and (torch.equal(a.view(torch.uint8), b.view(torch.uint8))
                                        if a.element_size() == 1 else torch.equal(a, b))
     assert all(same(d, s) for d, s in zip(dsts, srcs))
-    kept = compiled._copies(srcs)
+    kept = holding.copies(srcs)
     assert all(same(k, s) and k.data_ptr() != s.data_ptr() for k, s in zip(kept, srcs))
 
 
-def test_cuda_graphs_only_for_small_cuda_signatures_and_a_bad_setting_says_what_is_expected(monkeypatch):
-    monkeypatch.delenv("NUMORACLE_CUDAGRAPHS", raising=False)
-    assert compiled._cudagraphs("cuda", compiled.CUDAGRAPH_MAX_ELEMENTS)
-    assert not compiled._cudagraphs("cuda", compiled.CUDAGRAPH_MAX_ELEMENTS + 1)
-    assert not compiled._cudagraphs("cpu", 10)
-    monkeypatch.setenv("NUMORACLE_CUDAGRAPHS", "always")
-    assert compiled._cudagraphs("cuda", 10 ** 9) and not compiled._cudagraphs("cpu", 10)
-    monkeypatch.setenv("NUMORACLE_CUDAGRAPHS", "never")
-    assert not compiled._cudagraphs("cuda", 10)
-    monkeypatch.setenv("NUMORACLE_CUDAGRAPHS", "yes")
-    with pytest.raises(InvalidArgument, match="NUMORACLE_CUDAGRAPHS='yes': expected auto, always or never"):
-        compiled._cudagraphs("cuda", 10)
+def test_cuda_graphs_only_for_small_cuda_signatures():
+    auto = no.settings(cuda_graphs="auto")
+    assert graphs.wanted(auto, "cuda", auto.cuda_graph_max_elements)
+    assert not graphs.wanted(auto, "cuda", auto.cuda_graph_max_elements + 1)
+    assert not graphs.wanted(auto, "cpu", 10)
+    always = no.settings(cuda_graphs="always")
+    assert graphs.wanted(always, "cuda", 10 ** 9) and not graphs.wanted(always, "cpu", 10)
+    assert not graphs.wanted(no.settings(cuda_graphs="never"), "cuda", 10)
+    with pytest.raises(InvalidArgument, match="cuda_graphs='yes': expected one of"):
+        no.settings(cuda_graphs="yes")
 
 
-def test_the_cuda_graph_size_limit_counts_every_judged_tensor(policy, monkeypatch, flags_only):
+@pytest.mark.slow
+def test_the_cuda_graph_size_limit_counts_every_judged_tensor(fresh, monkeypatch):
     """A graph keeps a copy of its inputs: cross_entropy's limit counts its logits and labels,
     not only its per-row losses."""
     asked = []
-    monkeypatch.setattr(compiled, "_cudagraphs", lambda device, elements: asked.append(elements) or False)
+    monkeypatch.setattr(graphs, "wanted", lambda settings, device, elements: asked.append(elements) or False)
     op = operators.get("cross_entropy")
     inputs, params = op.example(3, dtype=torch.bfloat16, family="calibration", rows=8, cols=64)
     outs = emulate(op.reference, inputs, params, Plan(seed=1))
-    policy("always")
-    check(op.reference, outs, inputs, params)
-    check(op.reference, outs, inputs, params)
+    check(op.reference, outs, inputs, params, settings=ALWAYS)
+    check(op.reference, outs, inputs, params, settings=ALWAYS)
     judged = sum(t.numel() for t in list(inputs) + list(outs if isinstance(outs, (tuple, list)) else [outs])
                  if isinstance(t, torch.Tensor))
     assert asked == [judged] and judged > 8 * 64
 
 
-def test_a_program_not_traceable_whole_is_compiled_without_cuda_graphs(policy, monkeypatch, flags_only):
+class _PassThrough:
+    """graphs.Captured where there is no CUDA: the compiled function called as it is."""
+
+    def __init__(self, fn, tensors):
+        self.fn = fn
+
+    def __call__(self, *tensors):
+        return self.fn(*tensors)
+
+
+@pytest.mark.slow
+def test_a_program_not_traceable_whole_is_compiled_without_cuda_graphs(fresh, monkeypatch):
     """A program that reads its row count to the host (a graph break): asked to run as a
-    CUDA graph (here, forced on the CPU, where Inductor runs none), it is traced whole
-    first, and on failure compiled as it comes, with the same verdict."""
-    monkeypatch.setattr(compiled, "_cudagraphs", lambda device, elements: True)
+    CUDA graph, it is traced whole first, and on failure compiled in pieces, with the same
+    verdict and without a graph."""
+    monkeypatch.setattr(graphs, "wanted", lambda settings, device, elements: True)
+    monkeypatch.setattr(graphs, "Captured", _PassThrough)
     inputs, outs = _counted_cases(_mean_loss_read_to_the_host)[4]          # the faulty one
     params = {"ignore_index": -100}
-    policy("never")
-    ve = check(_mean_loss_read_to_the_host, outs, inputs, params)
-    policy("always")
-    check(_mean_loss_read_to_the_host, outs, inputs, params)
-    vc = check(_mean_loss_read_to_the_host, outs, inputs, params)
+    ve = check(_mean_loss_read_to_the_host, outs, inputs, params, settings=EAGER)
+    check(_mean_loss_read_to_the_host, outs, inputs, params, settings=ALWAYS)
+    vc = check(_mean_loss_read_to_the_host, outs, inputs, params, settings=ALWAYS)
     plan = _only_plan()
     assert plan.fn is not None and plan.failed is None and plan.graphs is False and plan.whole is False
     assert vc.status == ve.status == "reject"
     assert torch.equal(vc.outputs[0].rejected, ve.outputs[0].rejected)
     compiled.clear()
     op, inputs, params, outs = _case()
-    check(op.reference, outs, inputs, params)
-    check(op.reference, outs, inputs, params)
+    check(op.reference, outs, inputs, params, settings=ALWAYS)
+    check(op.reference, outs, inputs, params, settings=ALWAYS)
     assert _only_plan().graphs is True                   # rms_norm traces whole
 
 
@@ -550,133 +521,103 @@ def _counted_cases(program, seed=4):
     return cases
 
 
-def _eager_then_compiled(policy, program, cases):
+def _eager_then_compiled(program, cases, read_regions):
     got = {}
-    for p in ("never", "always"):
+    for s in (EAGER, ALWAYS):
         compiled.clear()
-        policy(p)
-        got[p] = []
+        got[s] = []
         for inputs, outs in cases:
-            v = check(program, outs, inputs, {"ignore_index": -100})
-            got[p].append((v.status, v.outputs[0].rejected.clone()))
-    assert [s for s, _ in got["never"]] == ["accept"] * 4 + ["reject"] + ["accept"] * 2
-    for (se, me), (sc, mc) in zip(got["never"], got["always"]):
-        assert se == sc and torch.equal(me, mc)
+            v = check(program, outs, inputs, {"ignore_index": -100}, settings=s)
+            got[s].append((v.status, v.outputs[0].rejected.clone() if read_regions or v.status != "accept"
+                           else None))
+    assert [st for st, _ in got[EAGER]] == ["accept"] * 4 + ["reject"] + ["accept"] * 2
+    for (se, me), (sc, mc) in zip(got[EAGER], got[ALWAYS]):
+        assert se == sc and (mc is None or torch.equal(me, mc))
 
 
-@pytest.mark.parametrize("flags", ("regions", "flags_only"))
-def test_a_value_read_to_the_host_is_not_reused_from_an_earlier_call(policy, monkeypatch, flags):
+@pytest.mark.slow
+@pytest.mark.parametrize("read_regions", (True, False))
+def test_a_value_read_to_the_host_is_not_reused_from_an_earlier_call(fresh, read_regions):
     """A program that reads its count of kept rows to the host breaks the trace: the frame
     resumed after the break takes the count as a constant, which only Dynamo's guard on it
     keeps from being reused for another count (tensor-only guards did reuse it, and rejected
-    correct outputs). Cases with other counts, correct and faulty, judged compiled as eagerly."""
-    if flags == "flags_only":
-        monkeypatch.setattr(compiled, "FLAGS_ONLY_DEVICES", {"cuda", "cpu"})
-    _eager_then_compiled(policy, _mean_loss_read_to_the_host, _counted_cases(_mean_loss_read_to_the_host))
+    correct outputs). Cases with other counts, correct and faulty, judged compiled as eagerly,
+    with their regions read each time (the regions function becomes the verdict) or not."""
+    _eager_then_compiled(_mean_loss_read_to_the_host, _counted_cases(_mean_loss_read_to_the_host), read_regions)
     plan = _only_plan()
     assert plan.fn is not None and plan.failed is None and plan.whole is False
 
 
-@pytest.mark.parametrize("flags", ("regions", "flags_only"))
-def test_cross_entropy_mean_traces_whole_whatever_its_count(policy, monkeypatch, flags):
+@pytest.mark.slow
+@pytest.mark.parametrize("read_regions", (True, False))
+def test_cross_entropy_mean_traces_whole_whatever_its_count(fresh, read_regions):
     """cross_entropy's mean divides by its count as a device tensor (references.kept_rows):
     the verdict traces whole, once, and judges every count as the eager verdict does."""
-    if flags == "flags_only":
-        monkeypatch.setattr(compiled, "FLAGS_ONLY_DEVICES", {"cuda", "cpu"})
     op = operators.get("cross_entropy")
-    _eager_then_compiled(policy, op.reference, _counted_cases(op.reference))
+    _eager_then_compiled(op.reference, _counted_cases(op.reference), read_regions)
     plan = _only_plan()
     assert plan.fn is not None and plan.failed is None and plan.whole is True
 
 
-def test_a_compiled_verdict_returning_its_regions_computes_none_when_they_are_read(policy, regions_returned):
-    """Off FLAGS_ONLY_DEVICES the compiled function returns the regions with the flags:
-    reading the masks computes no region."""
-    op, inputs, params, outs, ve, vc = _eager_and_compiled(policy, faults=("ulp_off_store",))
-    plan = _only_plan()
-    assert plan.full
-    assert torch.equal(vc.outputs[0].rejected, ve.outputs[0].rejected)
-    assert vc.explain() == ve.explain()
-    assert plan.region_calls == 0 and plan.regions_fn is None
-
-
-def test_a_signature_whose_verdicts_all_need_their_regions_switches_to_one_function(policy, flags_only):
+def test_a_signature_whose_verdicts_all_need_their_regions_switches_to_one_function(fresh):
     """A fuzzing loop scores every case from its region: after a few verdicts the
-    signature's compiled regions function becomes its verdict (one call, not two)."""
-    op, inputs, params, outs, ve, _ = _eager_and_compiled(policy, faults=("ulp_off_store",))
+    signature's compiled regions function becomes its verdict (one call, not two), and reading
+    its masks then computes no region."""
+    op, inputs, params, outs, ve, _ = _eager_and_compiled(faults=("ulp_off_store",))
     plan = _only_plan()
-    for _ in range(compiled.REGIONS_WANTED + 2):
-        v = check(op.reference, outs, inputs, params)
+    for _ in range(REGIONS_WANTED + 2):
+        v = check(op.reference, outs, inputs, params, settings=ALWAYS)
         assert torch.equal(v.outputs[0].rejected, ve.outputs[0].rejected)
         assert v.explain() == ve.explain()
     assert plan.full and plan.fn is plan.regions_fn and not plan.graphs
-    assert plan.region_calls == compiled.REGIONS_WANTED
+    assert plan.region_calls == REGIONS_WANTED
 
 
-def test_a_miscompiled_regions_function_is_caught_when_compiled_and_its_regions_come_eager(
-        policy, monkeypatch, flags_only):
+def test_a_miscompiled_regions_function_is_caught_when_compiled_and_its_regions_come_eager(fresh, monkeypatch):
     """A flags-only verdict's first call compares its flags alone: the regions function, once
     compiled, is compared with the same code run eagerly, centres against their radii."""
-    real = compiled.Plan._core
+    real = plan_module.Plan._core
 
-    def miscompiled(self, full, graphs=False):
-        fn = real(self, full, graphs)
+    def miscompiled(self, full):
+        fn = real(self, full)
         if not full:
             return fn
 
         def wrong(*tensors):
-            whats, flags, regions = fn(*tensors)
+            sites, flags, regions = fn(*tensors)
             (centre, *rest), *others = regions
-            return whats, flags, [(centre * (1 + 2.0 ** -30), *rest), *others]
+            return sites, flags, [(centre * (1 + 2.0 ** -30), *rest), *others]
         return wrong
-    monkeypatch.setattr(compiled.Plan, "_core", miscompiled)
-    op, inputs, params, outs, ve, vc = _eager_and_compiled(policy, faults=("ulp_off_store",))
+    monkeypatch.setattr(plan_module.Plan, "_core", miscompiled)
+    op, inputs, params, outs, ve, vc = _eager_and_compiled(faults=("ulp_off_store",))
     assert _only_plan().region_calls == 1 and _only_plan().regions_fn is None    # a confirmed reject: eager
-    with pytest.warns(RuntimeWarning, match="regions eagerly.*part 0.*differ from the eager"):
-        v = check(op.reference, outs, inputs, params)     # second need: compiled, compared, refused
+    with pytest.warns(RuntimeWarning, match="regions eagerly.*centre.*differ from the eager"):
+        v = check(op.reference, outs, inputs, params, settings=ALWAYS)     # second need: compiled, refused
     assert torch.equal(v.outputs[0].centre, ve.outputs[0].centre)
     assert _only_plan().region_failed is not None and _only_plan().regions_fn is None
 
 
-def test_a_signature_whose_verdicts_rarely_need_regions_keeps_the_flags_alone(policy, flags_only):
-    op, inputs, params, outs, _, _ = _eager_and_compiled(policy)
+def test_a_signature_whose_verdicts_rarely_need_regions_keeps_the_flags_alone(fresh):
+    op, inputs, params, outs, _, _ = _eager_and_compiled()
     plan = _only_plan()
     for k in range(12):
-        v = check(op.reference, outs, inputs, params)
+        v = check(op.reference, outs, inputs, params, settings=ALWAYS)
         if k % 4 == 0:
             v.outputs[0].centre                 # one verdict in four reads its region
     assert plan.region_calls == 3 and plan.regions_fn is not None and not plan.full
 
 
-def test_a_function_returning_regions_never_runs_as_a_cuda_graph(policy, monkeypatch):
-    """A replay overwrites a graph's outputs, so regions a verdict keeps must not come from one."""
-    monkeypatch.setattr(compiled, "_cudagraphs", lambda device, elements: True)
-    monkeypatch.setattr(compiled, "FLAGS_ONLY_DEVICES", set())
-    _eager_and_compiled(policy)
-    plan = _only_plan()
-    assert plan.full and not plan.graphs                      # regions returned
-    compiled.clear()
-    monkeypatch.setattr(compiled, "FLAGS_ONLY_DEVICES", {"cuda", "cpu"})
-    _eager_and_compiled(policy)
+def test_a_function_returning_regions_never_runs_as_a_cuda_graph(fresh, monkeypatch):
+    """A replay overwrites a graph's outputs, so regions a verdict keeps must not come from
+    one: the flags function runs as a graph, the regions function that replaces it does not."""
+    monkeypatch.setattr(graphs, "wanted", lambda settings, device, elements: True)
+    monkeypatch.setattr(graphs, "Captured", _PassThrough)
+    op, inputs, params, outs, ve, _ = _eager_and_compiled(faults=("ulp_off_store",))
     plan = _only_plan()
     assert not plan.full and plan.graphs                      # flags alone: a graph is allowed
-
-
-@pytest.mark.parametrize("widths,want", [({512, 256}, {"cpp.simdlen": 256}), ({256}, {}), ({512}, {}),
-                                         ({128}, {}), (set(), {})])
-def test_cpu_verdicts_ask_for_256_bit_vectors_only_beside_512_bit_ones(monkeypatch, widths, want):
-    """cpp.simdlen=256 only where the CPU has both widths: a width it lacks would leave
-    Inductor's C++ unvectorised."""
-    from torch._inductor import cpu_vec_isa
-
-    class _Isa:
-        def __init__(self, w):
-            self.w = w
-
-        def bit_width(self):
-            return self.w
-    monkeypatch.setattr(cpu_vec_isa, "valid_vec_isa_list", lambda: [_Isa(w) for w in sorted(widths)])
-    assert compiled.cpu_options() == want
+    for _ in range(REGIONS_WANTED + 2):
+        check(op.reference, outs, inputs, params, settings=ALWAYS).outputs[0].rejected
+    assert plan.full and not plan.graphs                      # regions returned
 
 
 def test_centres_are_compared_against_their_radius_and_a_lost_rounding_still_shows():
@@ -686,59 +627,46 @@ def test_centres_are_compared_against_their_radius_and_a_lost_rounding_still_sho
     radius = torch.full((2,), 2.0 ** -24, dtype=torch.float64)
     a = torch.tensor([2.0 ** -40, 1.0], dtype=torch.float64)
     reordered = a + torch.tensor([2.0 ** -60, 0.0], dtype=torch.float64)
-    assert not compiled._close(a, reordered)
-    assert compiled._close(a, reordered, radius)
+    assert not compare.close(a, reordered)
+    assert compare.close(a, reordered, radius)
     exact = torch.tensor([1.0 + 2.0 ** -30, 1.0], dtype=torch.float64)
     lost = exact.to(torch.float32).to(torch.float64)
-    assert not compiled._close(exact, lost, radius)
+    assert not compare.close(exact, lost, radius)
     nan = torch.tensor([float("nan"), float("inf")], dtype=torch.float64)
-    assert compiled._close(nan, nan.clone(), radius) and not compiled._close(nan, a, radius)
+    assert compare.close(nan, nan.clone(), radius) and not compare.close(nan, a, radius)
 
 
-def test_the_first_call_check_waits_for_finite_inputs(policy, monkeypatch, regions_returned):
+def test_the_first_call_check_waits_for_finite_inputs(fresh, monkeypatch):
     """A first compiled call with a non-finite input is judged eagerly (under 'error' it raises):
     only its non-finite flag is compared, and the full comparison comes with the first finite
-    call, which still catches a wrong centre."""
-    real = compiled.Plan._core
-
-    def miscompiled(self, full, graphs=False):
-        fn = real(self, full, graphs)
-
-        def wrong(*tensors):
-            whats, flags, *regions = fn(*tensors)
-            (centre, *rest), *others = regions[0]
-            return (whats, flags, [(centre * (1 + 2.0 ** -30), *rest), *others])
-        return wrong
-    monkeypatch.setattr(compiled.Plan, "_core", miscompiled)
-    monkeypatch.setattr(compiled, "SANITISE_DEVICES", set())
+    call, which still catches a wrong flag."""
+    monkeypatch.setattr(plan_module.Plan, "_core", _flip_rejected_flags(plan_module.Plan._core))
     op, inputs, params, outs = _case()
-    policy("always")
-    check(op.reference, outs, inputs, params)
+    check(op.reference, outs, inputs, params, settings=ALWAYS)
     x = inputs[0].clone()
     x[0, 0] = math.nan
     with pytest.raises(InvalidArgument, match="non-finite"):
-        check(op.reference, outs, (x,) + tuple(inputs[1:]), params)
+        check(op.reference, outs, (x,) + tuple(inputs[1:]), params, settings=ALWAYS)
     plan = _only_plan()
     assert plan.fn is not None and plan.failed is None and not plan.compared
-    with pytest.warns(RuntimeWarning, match="part 0"):
-        check(op.reference, outs, inputs, params)
+    with pytest.warns(RuntimeWarning, match="the compiled flags"):
+        check(op.reference, outs, inputs, params, settings=ALWAYS)
     assert plan.failed is not None
 
 
-def test_a_verdict_whose_unsanitised_code_fails_to_compile_is_compiled_sanitised(policy, monkeypatch):
+def test_a_verdict_whose_unsanitised_code_fails_to_compile_is_compiled_sanitised(fresh, monkeypatch):
     """Inductor's Triton once failed on one unsanitised verdict kernel (rms_norm at 1e8 on the
     H200): the same verdict traced with sanitised inputs is compiled instead, not judged eagerly."""
-    real = compiled.Plan._core
+    real = plan_module.Plan._core
 
-    def picky(self, full, graphs=False):
+    def picky(self, full):
         if not self.sanitise:
             def broken(*tensors):
                 raise RuntimeError("Loop-carried variable has initial type int1 but is re-assigned to int8")
             return broken
-        return real(self, full, graphs)
-    monkeypatch.setattr(compiled.Plan, "_core", picky)
-    monkeypatch.setattr(compiled, "SANITISE_DEVICES", set())
-    op, inputs, params, outs, ve, vc = _eager_and_compiled(policy, faults=("ulp_off_store",))
+        return real(self, full)
+    monkeypatch.setattr(plan_module.Plan, "_core", picky)
+    op, inputs, params, outs, ve, vc = _eager_and_compiled(faults=("ulp_off_store",))
     plan = _only_plan()
     assert plan.fn is not None and plan.failed is None and plan.whole
     assert plan.sanitise and "int8" in plan.unsanitised_failed
@@ -748,25 +676,25 @@ def test_a_verdict_whose_unsanitised_code_fails_to_compile_is_compiled_sanitised
 def test_a_long_compiler_error_is_warned_with_its_start_and_its_end():
     msg = "InductorError: SubprocException: An exception occurred in a subprocess:\n" + "  frame\n" * 500 + \
         "AssertionError('Loop-carried variable _tmp424 has initial type int1 but is re-assigned to int8')"
-    brief = compiled._brief(msg)
+    brief = inductor.brief(msg)
     assert brief.startswith("InductorError: SubprocException") and brief.endswith("re-assigned to int8')")
-    assert len(brief) < 800 and compiled._brief("short") == "short"
+    assert len(brief) < 800 and inductor.brief("short") == "short"
 
 
 def test_float_tiling_is_scoped_to_numoracle_compiles():
     """While a CPU verdict compiles, Inductor's tiling sees no 16-bit dtype; before and after
     (and after an error) its own functions are back in place."""
-    if not compiled._float_tiling_options():
+    if not inductor.float_tiling_options():
         pytest.skip("no 512-bit vectors here, or another torch's internals: Inductor's tiling is kept")
     from torch._inductor.codegen import cpp as C
     select, lowp = C.TilingSelect.select_tiling, C.get_loop_body_lowp_fp
-    with compiled._float_tiling(True):
+    with inductor.float_tiling(True):
         assert C.TilingSelect.select_tiling is not select
         assert C.get_loop_body_lowp_fp is lowp          # swapped only inside select_tiling
     assert C.TilingSelect.select_tiling is select
     with pytest.raises(RuntimeError, match="boom"):
-        with compiled._float_tiling(True):
+        with inductor.float_tiling(True):
             raise RuntimeError("boom")
     assert C.TilingSelect.select_tiling is select and C.get_loop_body_lowp_fp is lowp
-    with compiled._float_tiling(False):
+    with inductor.float_tiling(False):
         assert C.TilingSelect.select_tiling is select

@@ -2,6 +2,7 @@
 foreign files, replay."""
 
 import json
+import re
 import os
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import torch
 
 from numoracle import corpus as C
 from numoracle.errors import InvalidArgument
-from numoracle.runner import judge
+from numoracle.runner import judge, replay
 from numoracle.strategies import Case
 
 LLAMA = (("casting", "llama"), ("offset", 0.0))
@@ -98,7 +99,7 @@ def test_corrupt_and_foreign_files_name_the_file_and_the_problem(tmp_path, rejec
         C.load(path)
     cj.write_text(good)
     np.savez(npz, input0=np.array([object()], dtype=object))          # would need unpickling
-    with pytest.raises(InvalidArgument, match=f"{npz}: cannot read it as a plain-array .npz"):
+    with pytest.raises(InvalidArgument, match=re.escape(f"{npz}[input0]: an object array; refused")):
         C.load(path)
     npz.write_bytes(b"PK\x03\x04 truncated")
     with pytest.raises(InvalidArgument, match=str(npz)):
@@ -119,16 +120,20 @@ def test_shape_mismatch_is_reported(tmp_path, reject):
         C.load(path)
 
 
-def test_replay_imports_only_registered_or_named_kernels(tmp_path, reject):
+def test_replay_reruns_the_cases_kernel_and_says_when_it_only_rejudges_saved_outputs(tmp_path, reject):
     path = _save(tmp_path, reject)
+    r = replay(path)                                   # the saved kernel, imported again and re-run
+    assert r["kernel_ran"] is True and r["status"] == "reproduced" and "re-run on interpreter" in r["note"]
+    r = replay(path, saved_outputs=True)
+    assert r["kernel_ran"] is False and r["note"] == "saved outputs re-judged" and r["reproduced"]
     meta = json.loads((path / "case.json").read_text())
-    meta["kernel"]["spec"] = "os:system"               # a foreign case naming some callable
+    meta["kernel"]["spec"] = "no_such_module_anywhere:kernel"
     (path / "case.json").write_text(json.dumps(meta))
-    r = C.replay(path)
-    assert r["kernel_ran"] is False and "saved outputs re-judged" in r["note"]
+    r = replay(path)
+    assert r["kernel_ran"] is False and "saved outputs re-judged: the kernel cannot be imported" in r["note"]
     assert r["reproduced"] and r["statuses"] == {"statistical": "reject", "fixed": "reject"}
     # a registered kernel named in the case is re-run: the correct kernel is accepted on these inputs
     meta["kernel"]["spec"] = "correct"
     (path / "case.json").write_text(json.dumps(meta))
-    r = C.replay(path)
-    assert r["kernel_ran"] is True and not r["reproduced"]
+    r = replay(path)
+    assert r["kernel_ran"] is True and not r["reproduced"] and r["status"] == "ok" and r["passes"]

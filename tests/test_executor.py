@@ -4,6 +4,7 @@ interpreter runs the stage, survives a worker killed mid-run (its units run
 again elsewhere, none lost, none counted twice) and reports its dashboard."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -13,20 +14,20 @@ from pathlib import Path
 import pytest
 
 from numoracle import backends, operators
-from numoracle.campaign import correct as C
-from numoracle.executor import Unit, map_units
-from numoracle.executor.campaign import (MergeError, Merger, correct_units, load_unit, merge_kernel,
-                                         run_correct_stage, run_correct_unit, save_unit, sweep_supports_raw,
-                                         unit_cases)
+from numoracle.studies.campaign import correct as C
+from numoracle.studies.executors import Unit, map_units
+from numoracle.runner.replay import replay
+from numoracle.studies.campaign import CampaignDir, run_correct_stage
+from numoracle.studies.campaign.units import (MergeError, Merger, correct_units, load_unit, merge_kernel,
+                                              run_correct_unit, save_unit, unit_cases)
 
 OP = "swiglu"                  # the cheapest operator on the interpreter, ~0.1 s a case
 KERNELS = ("correct", "flat")  # two of its kernels: each is interpreted cold once per worker
 N = 6                          # cases per kernel: six input groups, one case each
 
 
-# With sweep_kernel(raw=True) the merged medians are exact; without it every other
-# field still is, and the medians are compared only where a kernel ran as one unit.
-EXACT = sweep_supports_raw()
+# Units carry their cases' widths (sweep_kernel(raw=True)): the merged medians are exact.
+EXACT = True
 
 
 def _strip(d, exact=True):
@@ -58,8 +59,8 @@ def test_units_partition_the_serial_cases(backend):
     for chunk in (None, 1):
         units = correct_units([OP], 13, backend, chunk=chunk)
         for k in op.kernel_specs:
-            got = sorted(c[0] for u in units if u.kernel == k for c in unit_cases(u))
-            assert got == [c[0] for c in C.cases(op, 13)]          # every case once, none twice
+            got = sorted(c.seed for u in units if u.kernel == k for c in unit_cases(u))
+            assert got == [c.seed for c in C.cases(op, 13)]        # every case once, none twice
     assert len({u.id for u in correct_units([OP], 13, backend, chunk=1)}) == len(correct_units([OP], 13, backend,
                                                                                                  chunk=1))
 
@@ -69,7 +70,8 @@ def test_split_sweep_merges_to_sweep_kernel_with_rejects(backend):
     on a faulty kernel (rejects, examples) and on a correct one."""
     op = operators.get("rms_norm")
     # Llama casting: the one the fault (pair 5, x*rstd not rounded before the multiply by w) concerns
-    cl = [(s, g, f, sh, {**d, "casting": "llama", "offset": 0.0}) for s, g, f, sh, d in C.cases(op, 5)]
+    cl = [dataclasses.replace(c, params=tuple(sorted({**dict(c.params), "casting": "llama", "offset": 0.0}.items())))
+          for c in C.cases(op, 5)]
     kw = {"raw": True} if EXACT else {}
     refs = []
     for kern in (op.faulty_kernel("unrounded_multiply"), op.kernels["correct"]):
@@ -153,7 +155,7 @@ needs_dask = pytest.mark.skipif(not HAVE_DASK, reason="dask cannot be imported (
 def client():
     import distributed
 
-    from numoracle.executor.core import start_cluster, wait_for_workers
+    from numoracle.studies.executors.core import start_cluster, wait_for_workers
     cluster = start_cluster("interpreter", 2, memory_limit="2GiB", silence_logs=50)
     c = distributed.Client(cluster)
     wait_for_workers(c, 2)
@@ -165,8 +167,9 @@ def client():
 @needs_dask
 def test_dask_correct_stage_equals_serial_and_reports_dashboard(client, serial, tmp_path, backend):
     data = {}
-    res = run_correct_stage([OP], N, backend, "dask", out_dir=tmp_path, data=data, client=client,
-                            log=lambda s: None, kernels=KERNELS)
+    out = CampaignDir(tmp_path)
+    res = run_correct_stage([OP], N, backend, "dask", out=out, data=data, client=client,
+                            log=lambda s: None, kernels=KERNELS, save=lambda: out.save(data))
     assert set(res) == set(serial)
     for k in serial:
         assert res[k]["groups"] == serial[k]["groups"]      # the same counts per input group
@@ -181,7 +184,7 @@ def test_dask_correct_stage_equals_serial_and_reports_dashboard(client, serial, 
     assert on_disk["correct"][f"{OP}/correct"]["groups"] == serial[f"{OP}/correct"]["groups"]
     # resumed: nothing left to run, the same result
     again = {"correct": {}}
-    run_correct_stage([OP], N, backend, "dask", out_dir=tmp_path, data=again, client=client, log=lambda s: None,
+    run_correct_stage([OP], N, backend, "dask", out=out, data=again, client=client, log=lambda s: None,
                       kernels=KERNELS)
     assert again["executor"]["correct"]["units_run"] == 0
     assert {k: _strip(v, EXACT) for k, v in again["correct"].items()} == \
@@ -226,7 +229,7 @@ def test_dask_fuzz_units_merge_and_stream_corpus(client, tmp_path, backend):
     """Fuzz units of a faulty kernel: statistics merged per group, the shrunk
     counterexample's corpus case written on the client and replayable."""
     from numoracle import corpus
-    from numoracle.executor.fuzz import fuzz_units, run_fuzz
+    from numoracle.studies.executors.fuzz import fuzz_units, run_fuzz
     units = fuzz_units("rms_norm", "faulty:unrounded_multiply", backend, seeds=(0, 2), groups=["calibration"],
                        examples=4, max_rows=4, max_cols=64, shrink_seconds=5.0,
                        params={"casting": ("llama",), "offset": (0.0,)})
@@ -238,7 +241,7 @@ def test_dask_fuzz_units_merge_and_stream_corpus(client, tmp_path, backend):
     saved = [Path(s) for s in res["saved"]]
     assert saved and all((s / "case.json").exists() for s in saved)
     assert not list((tmp_path / "corpora").rglob(".tmp-*"))
-    r = corpus.replay(saved[0], backend="interpreter")
+    r = replay(saved[0], backend="interpreter")
     assert r["reproduced"]
 
 
@@ -250,7 +253,7 @@ def test_gpu_cluster_pins_one_device_per_worker(monkeypatch):
     whole device."""
     import distributed
 
-    from numoracle.executor.core import start_cluster, wait_for_workers
+    from numoracle.studies.executors.core import start_cluster, wait_for_workers
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     cluster = start_cluster("gpu", memory_limit="1GiB", silence_logs=50)
     try:

@@ -1,4 +1,4 @@
-"""Snapshot of Verdict.explain(): its text is API (STYLE.md).  Regenerate with
+"""Snapshot of Verdict.explain(): its text is API (docs/contributing.md).  Regenerate with
 NUMORACLE_UPDATE_SNAPSHOTS=1 after an intended change, and review the diff."""
 
 import os

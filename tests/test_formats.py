@@ -119,7 +119,7 @@ def test_parameters_agree_with_torch_finfo(fmt):
 
 
 def test_facts_table():
-    table = {  # name: (u, max finite, min normal, min subnormal), from FACTS.md
+    table = {  # name: (u, max finite, min normal, min subnormal), from docs/facts.md
         "fp32": (2**-24, 3.4028234663852886e38, 2**-126, 2**-149),
         "tf32": (2**-11, 3.4011621342146535e38, 2**-126, 2**-136),
         "fp16": (2**-11, 65504, 2**-14, 2**-24),
@@ -614,8 +614,11 @@ def test_decode_and_encode_argument_errors():
     assert F.decode(x32[:1], F.tf32).tolist() == [1.0]
     with pytest.raises(InvalidArgument, match="not values of tf32"):
         F.decode(x32, F.tf32)
-    with pytest.raises(InvalidArgument, match="float4_e2m1fn_x2"):
-        F.decode(torch.zeros(2, dtype=torch.uint8).view(torch.float4_e2m1fn_x2))
+    # torch's float4_e2m1fn_x2 defines its layout: the first of each pair in the low nibble
+    packed = torch.tensor([0x21, 0xF7], dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
+    assert F.decode(packed).tolist() == [0.5, 1.0, 6.0, -6.0]
+    with pytest.raises(InvalidArgument, match="float4_e2m1fn_x2 tensor holds e2m1"):
+        F.decode(packed, F.e4m3fn)
     scales = F.encode(t64([1.0, 2.0**-127, 2.0**127, math.nan]), F.e8m0)
     assert scales.dtype == torch.uint8 and scales.tolist() == [127, 0, 254, 255]
 
@@ -677,7 +680,7 @@ def test_fp8_rne_by_casts_equals_the_grid_path(fmt, overflow):
     """RNE to fp8 through float32 rounded to odd, with overflow decided on x (e4m3fn's tie at
     464 goes down to 448, e5m2's at 61440 up past the range), against the grid path, on every
     value, midpoint and neighbour, in every overflow rule."""
-    assert "cpu" in F.EXTRA_CAST_DEVICES
+    assert "cpu" in F._CAST_DEVICES
     g = torch.Generator().manual_seed(5)
     spread = torch.exp2(torch.randint(-30, 20, (50_000,), generator=g).to(torch.float64))
     x = torch.cat([_double_rounding_hazards(fmt), torch.randn(50_000, generator=g, dtype=torch.float64) * spread])
@@ -693,7 +696,7 @@ def test_directed_fp32_by_casts_equals_the_grid_path(mode):
     """Rounding up and down to float32 by a cast and one step, against the grid path: every
     bf16 value and midpoint with their float32 and float64 neighbours, random magnitudes over
     the whole float32 range (subnormals, overflow), zeros of both signs and the specials."""
-    assert "cpu" in F.EXTRA_CAST_DEVICES
+    assert "cpu" in F._CAST_DEVICES
     g = torch.Generator().manual_seed(6)
     spread = torch.exp2(torch.randint(-160, 140, (200_000,), generator=g).to(torch.float64))
     x = torch.cat([_double_rounding_hazards(F.bf16), torch.randn(200_000, generator=g, dtype=torch.float64) * spread,

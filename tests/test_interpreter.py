@@ -19,6 +19,8 @@ import pytest
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before any kernel is decorated
 
+import numoracle as no  # noqa: E402
+
 # numpy's overflow warning from the interpreter's own fp16 cast (fp16 casts
 # are right upstream, so not repaired; inf is the right result)
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
@@ -104,10 +106,11 @@ def random_f32(n, seed=0):
 # Expected outcome of each probe on the bare interpreter, for the Triton
 # versions this was measured on (others: not asserted).
 EXPECTED_ON_BARE = {
+    # 3.6's interpreter has no tl.dot_scaled at all (no create_dot_scaled): nothing to repair there
     (3, 6): dict(bf16_casts=True, fp16_casts=False, fp8_casts=True, bf16_arithmetic=True, fp16_arithmetic=False,
-                 float_scalar_args=True, libdevice=True, tl_math=False, autotune=True),
+                 float_scalar_args=True, libdevice=True, tl_math=False, autotune=True, dot_scaled_fp8=False),
     (3, 9): dict(bf16_casts=True, fp16_casts=False, fp8_casts=True, bf16_arithmetic=True, fp16_arithmetic=False,
-                 float_scalar_args=True, libdevice=True, tl_math=False, autotune=True),
+                 float_scalar_args=True, libdevice=True, tl_math=False, autotune=True, dot_scaled_fp8=True),
 }
 
 TRITON_MINOR = tuple(int(p) for p in triton.__version__.split(".")[:2])
@@ -459,7 +462,7 @@ def test_bf16_mad_garbage_on_bare_and_rounded_from_fp32_after_install():
     """``a*b + a`` on bf16 tensors.  Bare: numpy arithmetic on the uint16 bit
     patterns.  Repaired: RN(RN(a*b) + a), bit for bit.
 
-    The GPU contracts ``a*b + a`` into one FMA (a single rounding, FACTS.md);
+    The GPU contracts ``a*b + a`` into one FMA (a single rounding, docs/facts.md);
     the repaired interpreter does not fuse, so it equals the two-rounding
     evaluation and may differ from the GPU in the last bit -- which
     numoracle's reference admits (fused or unfused)."""
@@ -646,19 +649,18 @@ def run_autotuned(n=100):
     return int(blk[0])
 
 
-def test_autotuned_kernel_runs_a_chosen_config(monkeypatch):
+def test_autotuned_kernel_runs_a_chosen_config():
     with bare():
         with pytest.raises(RuntimeError, match="driver"):
             run_autotuned()
-    monkeypatch.delenv(interp.AUTOTUNE_ENV, raising=False)
     with repaired():
         assert run_autotuned() == 16  # first config
-        monkeypatch.setenv(interp.AUTOTUNE_ENV, "1")
-        assert run_autotuned() == 32
-        monkeypatch.setenv(interp.AUTOTUNE_ENV, "BLOCK=64")
-        assert run_autotuned() == 64
-        interp.set_autotune_config({"BLOCK": 32})  # the function beats the env var
-        assert run_autotuned() == 32
+        with no.settings(autotune_config="1"):
+            assert run_autotuned() == 32
+        with no.settings(autotune_config="BLOCK=64"):
+            assert run_autotuned() == 64
+            interp.set_autotune_config({"BLOCK": 32})  # the function beats the setting
+            assert run_autotuned() == 32
         interp.set_autotune_config({"autotuned_scale_kernel": 0})
         assert run_autotuned() == 16
         interp.set_autotune_config(lambda configs: configs[-1])

@@ -1,7 +1,7 @@
 """Numeric tests of numoracle's own Triton kernels (numoracle/operators/kernels).
 
 By default the kernels run on the Triton interpreter over CPU tensors. There only fp32 is faithful
-(FACTS.md: bf16 casts truncate, bf16 arithmetic is garbage, libdevice returns None), so fp32 runs
+(docs/facts.md: bf16 casts truncate, bf16 arithmetic is garbage, libdevice returns None), so fp32 runs
 are compared with a float64 evaluation of the same math, and bf16 runs with a torch emulation of
 the precision plan only once ``numoracle.backends.interpreter.install()`` exists to repair the
 interpreter. With ``NUMORACLE_KERNEL_TEST_DEVICE=cuda`` the same tests run compiled on a GPU.
@@ -218,7 +218,7 @@ def test_swiglu_fp32_matches_float64(fn, shape):
 def test_swiglu_very_negative_gate_gives_zero():
     a = torch.full((2, 37), -100.0, device=DEVICE)
     c = sw.swiglu(a, torch.ones(2, 37, device=DEVICE))
-    assert torch.all(c == 0)  # fp32 exp(100) = inf, so sigmoid = 0: the FACTS.md edge case
+    assert torch.all(c == 0)  # fp32 exp(100) = inf, so sigmoid = 0: the docs/facts.md edge case
 
 
 def test_swiglu_bf16_rounds_silu_before_the_product():

@@ -1,5 +1,5 @@
 """Liger-Kernel's own kernels (the optional extra ``liger``) judged by numoracle
-on the repaired interpreter, and the bare-interpreter demonstration (DESIGN §7):
+on the repaired interpreter, and the bare-interpreter demonstration (docs/design.md §7):
 numoracle rejects Liger's truncated bf16 softmax where assert_close accepts it."""
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def test_liger_kl_div_wrong_reduction_rejected():
 def test_liger_layer_norm_fp32_accepted_and_bf16_statistics_finding():
     op, inputs, params, outs = _run("layer_norm", torch.float32, 0)
     assert no.check(op.reference, outs, inputs, params, backend="interpreter").status == "accept"
-    # bf16: Liger 0.8.5 keeps Mean and RSTD in fp32, OPERATORS.md stores them in x's format
+    # bf16: Liger 0.8.5 keeps Mean and RSTD in fp32, docs/operators.md stores them in x's format
     op = operators.get("layer_norm")
     inputs, params = op.example(0, dtype=torch.bfloat16, family="calibration", rows=4, cols=96)
     with pytest.raises(NotImplementedError, match="mean/rstd in fp32"):   # the adapter says so
@@ -137,7 +137,7 @@ def test_bare_interpreter_truncating_softmax_rejected_while_assert_close_accepts
 
 # --------------------------------------------------------------------------- rope and jsd
 # No rope / jsd operator is registered yet (ops_liger.py is another module's job), so these
-# reference programs are written here from OPERATORS.md rows 5 and 8 and Liger 0.8.5's kernels.
+# reference programs are written here from docs/operators.md rows 5 and 8 and Liger 0.8.5's kernels.
 
 @no.reference
 def rope_ref(q, k, cos, sin):

@@ -5,7 +5,7 @@ import ast
 
 import pytest
 
-from numoracle.mutation import MUTATORS, apply_site, enumerate_sites, kill_table, run_campaign
+from numoracle.studies.mutation import MUTATORS, apply_site, enumerate_sites, kill_table, run_campaign
 
 SRC = '''
 import triton

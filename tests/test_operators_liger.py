@@ -1,4 +1,4 @@
-"""Liger's rope, jsd and fused_linear_cross_entropy (OPERATORS.md rows 5, 8, 7) on the repaired
+"""Liger's rope, jsd and fused_linear_cross_entropy (docs/operators.md rows 5, 8, 7) on the repaired
 interpreter: every kernel and variant accepted in both modes (rope and jsd on a case per input
 group, the slower fused_linear_cross_entropy on a few groups), plain float64 sanity checks of
 the kernels, and each operator's planted fault rejected."""

@@ -1,4 +1,4 @@
-"""Unsloth's operators (OPERATORS.md rows 9-11) and their backward passes on the repaired
+"""Unsloth's operators (docs/operators.md rows 9-11) and their backward passes on the repaired
 interpreter: every kernel and variant accepted in both modes on a case per input group, the
 chunked cross-entropy path exercised, and each operator's planted fault rejected."""
 

@@ -4,7 +4,7 @@ same inputs."""
 
 import pytest
 
-from numoracle.selftest import planted_fault_run
+from numoracle.selftest.programs import planted_fault_run
 
 SEEDS = range(24)
 MIN_RATE = {"truncating_store": 0.75, "bf16_accumulation": 0.75, "no_widening": 0.75,

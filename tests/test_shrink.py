@@ -74,9 +74,10 @@ def test_check_finds_shrinks_saves_and_replays_a_planted_fault(fault, tmp_path, 
     assert meta["verdict"]["statistical"]["status"] == meta["verdict"]["fixed"]["status"] == "reject"
     assert meta["certificate"]["holds"] is True and meta["certificate"]["sites"]
     assert meta["inputs"][0]["shape"] == x_shape
-    # replay: the saved outputs re-judged, then the user's kernel re-run (named on the command line)
-    for extra in ([], ["--kernel", kernel]):
+    # replay: the saved kernel re-run (as recorded, or named on the command line), then the saved
+    # outputs re-judged
+    for extra, ran in (([], True), (["--kernel", kernel], True), (["--saved-outputs"], False)):
         rc = main(["replay", str(saved), "--json", *extra])
         rep = json.loads(capsys.readouterr().out)[0]
         assert rc == 1 and rep["statuses"] == {"statistical": "reject", "fixed": "reject"}
-        assert rep["kernel_ran"] is bool(extra) and rep["certificate_same"]
+        assert rep["kernel_ran"] is ran and rep["certificate_same"]

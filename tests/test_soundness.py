@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from numoracle.emulator import Plan
-from numoracle.selftest import PROGRAMS, SOUNDNESS_FAMILIES, judge_emulated, make_inputs
+from numoracle.selftest.emulator import Plan
+from numoracle.selftest.programs import PROGRAMS, SOUNDNESS_FAMILIES, judge_emulated, make_inputs
 
 N = int(os.environ.get("NUMORACLE_SOUNDNESS_EXAMPLES", "60"))
 ZERO_MEAN_BREAKERS = ("constant_rows",)

@@ -12,9 +12,9 @@ import torch
 import numoracle as no
 from numoracle.check import check_modes
 from numoracle.formats import fp32
-from numoracle.emulator import Plan, emulate
+from numoracle.selftest.emulator import Plan, emulate
 from numoracle.operators import references as R
-from numoracle.selftest import PROGRAMS, make_inputs
+from numoracle.selftest.programs import PROGRAMS, make_inputs
 
 DIRECTIONS = ("up", "down", "away")
 

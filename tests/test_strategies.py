@@ -104,7 +104,7 @@ def test_scale_is_an_exact_power_of_two_and_specials_land():
 def test_cols_multiple_of_is_respected():
     from numoracle.operators import Domain, Operator, _register, REGISTRY
     op = get("rms_norm")
-    grouped = Operator("rms_norm_grouped_test", "test", op.reference, op.kernel_specs, op.make_example,
+    grouped = Operator("rms_norm_grouped_test", op.reference, op.kernel_specs, op.make_example, source="test",
                        domain=Domain(rows=(1, 4), cols=(16, 128), cols_multiple_of=16))
     _register(grouped)
     try:

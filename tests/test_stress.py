@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 
-from numoracle.campaign_runs import log_grid
+from numoracle.studies.runs import log_grid
 from numoracle.cli import main
 
 

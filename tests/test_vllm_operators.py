@@ -73,7 +73,7 @@ def test_reject_explanation_names_group_scale_and_interval():
     inputs, params = op.example(0, torch.bfloat16, "normal", rows=2, cols=64)
     v = no.check(op.reference, op.faulty_kernel("max224")(*inputs, **params), inputs, params)
     text = v.explain()
-    assert "Worst element out1[" in text and "group (row " in text and "admissible [" in text
+    assert "Worst element scales[" in text and "group (row " in text and "admissible [" in text
     assert v.to_dict()["outputs"][1]["rejected"] > 0
 
 

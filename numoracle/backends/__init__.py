@@ -1,38 +1,133 @@
-"""Backends: where kernels run (DESIGN §7).
+"""Backends: where kernels run (docs/design.md §7), as objects.
 
-``select(name)`` is the one rule the CLI, the pytest plugin and the API share:
-"gpu" needs CUDA; "interpreter" runs Triton's interpreter on CPU tensors,
-repaired by ``interpreter.install()`` so it computes what the GPU computes;
-"auto" takes the GPU when there is one.
+A ``Backend`` is resolved once from a name — ``"gpu"`` (CUDA), ``"interpreter"``
+(Triton's interpreter on CPU tensors, made GPU-faithful) or ``"auto"`` (the GPU when
+there is one) — and passed down: its ``device``, its assumption and math-library
+profiles, and how it prepares kernels.
+
+- ``resolve(name)``: the Backend, without side effects (a verdict on saved outputs needs
+  no more);
+- ``select(name)``: resolved and prepared — for the interpreter, ``TRITON_INTERPRET`` set
+  and the GPU-faithful repairs installed (``interpreter.install()``) — before any kernel
+  is imported or run.  The CLI, the pytest plugin, the runner and the studies call it.
+
+``TRITON_INTERPRET`` is decided here and nowhere else (``interpreter.install`` sets it
+when unset; ``Backend.environment()`` gives a worker process's).
 """
 
 from __future__ import annotations
 
 import os
-
-import torch
+from dataclasses import dataclass
 
 from ..errors import InvalidArgument
 
 NAMES = ("interpreter", "gpu", "auto")
 
 
-def select(name: str = "auto") -> str:
-    """Resolve a backend name and prepare it; returns "interpreter" or "gpu"."""
-    if name not in NAMES:
-        raise InvalidArgument(f"backend={name!r}: expected one of {NAMES}.")
-    if name == "auto":
-        name = "gpu" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1" else "interpreter"
-    if name == "gpu":
-        if not torch.cuda.is_available():
-            raise InvalidArgument("backend='gpu' but torch sees no CUDA device; use --backend interpreter "
-                                  "to run kernels through Triton's interpreter on the CPU.")
-        return "gpu"
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-    from . import interpreter
-    interpreter.install()
-    return "interpreter"
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
-def device(backend: str) -> str:
-    return "cuda" if backend == "gpu" else "cpu"
+def _interpret_requested() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in ("1", "true", "on", "yes")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where kernels run and what their verdicts assume."""
+    name: str             # "interpreter" | "gpu"
+    device: str           # the torch device type kernels and verdicts use: "cpu" | "cuda"
+    math_profile: str     # the math-library profile's name (numoracle.mathlib)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def assumptions(self):
+        """The assumption profile verdicts on this backend are conditional on."""
+        from ..assumptions import for_backend
+        return for_backend(self.name, self.math_profile)
+
+    def profile(self):
+        """The loaded math-library profile."""
+        from ..mathlib import load
+        return load(self.math_profile)
+
+    def prepare(self) -> "Backend":
+        """Make kernels run as this backend says (idempotent); returns self.  The
+        interpreter: ``TRITON_INTERPRET`` set and the repairs installed, which must come
+        before the modules that define kernels are imported.  The GPU: CUDA present."""
+        if self.name == "gpu":
+            if not _cuda_available():
+                raise InvalidArgument("backend='gpu' but torch sees no CUDA device; use --backend interpreter "
+                                      "to run kernels through Triton's interpreter on the CPU.")
+            return self
+        from . import interpreter
+        interpreter.install()
+        return self
+
+    def prepared(self) -> bool:
+        """Whether kernels run as this backend says right now (the interpreter's repairs
+        installed; a CUDA device present)."""
+        if self.name == "gpu":
+            return _cuda_available()
+        from . import interpreter
+        return interpreter.is_installed()
+
+    def environment(self) -> dict:
+        """The environment variables a worker process running this backend's kernels needs
+        before it imports Triton."""
+        return {"TRITON_INTERPRET": "1"} if self.name == "interpreter" else {}
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "device": self.device, "math_profile": self.math_profile}
+
+
+def resolve(backend="auto", *, profile: str | None = None) -> Backend:
+    """The Backend named by ``backend`` (a name, or a Backend returned as it is), with the
+    math profile ``profile`` or the backend's default (the GPU's calibrated one when it has
+    one); nothing is installed or imported."""
+    if isinstance(backend, Backend):
+        return backend if profile is None or profile == backend.math_profile else \
+            Backend(backend.name, backend.device, profile)
+    if backend not in NAMES:
+        raise InvalidArgument(f"backend={backend!r}: expected one of {NAMES} (or a numoracle.backends.Backend).")
+    if backend == "auto":
+        backend = "gpu" if _cuda_available() and not _interpret_requested() else "interpreter"
+    from ..assumptions import default_profile
+    return Backend(backend, "cuda" if backend == "gpu" else "cpu", profile or default_profile(backend))
+
+
+_SELECTED: list = []
+
+
+def select(backend="auto", *, profile: str | None = None) -> Backend:
+    """``resolve(backend)`` prepared: what to call before a kernel is imported or run."""
+    b = resolve(backend, profile=profile).prepare()
+    _SELECTED[:] = [b]
+    return b
+
+
+def selected() -> Backend | None:
+    """The backend this process selected last, or None."""
+    return _SELECTED[0] if _SELECTED else None
+
+
+def before_kernel_import() -> None:
+    """Called before numoracle imports a module that defines kernels: when no backend has
+    been selected yet, select "auto" (the interpreter where there is no GPU), so that the
+    kernels are decorated as the backend will run them."""
+    if not _SELECTED:
+        select("auto")
+
+
+# what a launch on a machine without a GPU says when its kernel was decorated for one
+NO_DRIVER = "active drivers"
+NO_DRIVER_HINT = ("the kernel was decorated as a compiled GPU kernel, but there is no GPU here: choose the interpreter "
+                  "before the module defining the kernel is imported (numoracle.backends.select('interpreter'), "
+                  "--backend interpreter, or TRITON_INTERPRET=1 in the environment)")
+
+
+__all__ = ["NAMES", "Backend", "resolve", "select"]

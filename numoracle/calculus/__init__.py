@@ -1,1 +1,1 @@
-"""The error calculus (DESIGN §4): tracked tensors, error forms, propagation."""
+"""The error calculus (docs/design.md §4): tracked tensors, error forms, propagation."""

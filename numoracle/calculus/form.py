@@ -1,4 +1,4 @@
-"""The error form of a tracked tensor (DESIGN §4):
+"""The error form of a tracked tensor (docs/design.md §4):
 
     e = sum_s a_s * eps_s  +  p  +  d
 
@@ -142,7 +142,7 @@ def masked(f: Form, keep: Tensor) -> Form:
 
 
 def fixed_radius(f: Form, like: Tensor) -> Tensor:
-    """Worst-case radius: sum |a_s| + P_abs + |d| (DESIGN §4.2, fixed-input)."""
+    """Worst-case radius: sum |a_s| + P_abs + |d| (docs/design.md §4.2, fixed-input)."""
     r = torch.zeros_like(like, dtype=torch.float64)
     for t in f.shared.values():
         r = r + t.coef.abs()

@@ -3,9 +3,9 @@
 For each function the calculus needs, in float64 on torch tensors:
 - its value and first derivative at the centre (first-order propagation),
 - a bound on |f''| over an enclosure [lo, hi] (the rigorous second-order
-  remainder |f(c+e) - f(c) - f'(c) e| <= 1/2 sup|f''| e^2, DESIGN §4.1),
+  remainder |f(c+e) - f(c) - f'(c) e| <= 1/2 sup|f''| e^2, docs/design.md §4.1),
 - its domain, as a predicate on the enclosure, so a certificate can name a
-  site whose argument may leave it (DESIGN §4.6);
+  site whose argument may leave it (docs/design.md §4.6);
 - an *image* bound: sup |f(x) - f(c)| over the enclosure [lo, hi] of c, from f's
   values at the endpoints (f is monotone, or 1-Lipschitz and bounded), which caps
   the first- and second-order terms where the linearisation says more than f can
@@ -224,7 +224,7 @@ _register(Function(
 ))
 _register(Function(
     "erf", torch.erf, _erf_deriv,
-    curvature=_const(0.9678),
+    curvature=_const(0.96789),
     in_domain=_everywhere, domain_text="all reals",
     magnitude=_mono_mag(torch.erf),
     image=_image_both(torch.erf),

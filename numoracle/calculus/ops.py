@@ -1,4 +1,4 @@
-"""Reductions, selection and products on tracked tensors (DESIGN §4.4)."""
+"""Reductions, selection and products on tracked tensors (docs/design.md §4.4)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ ORDERS = ("any", "sequential", "tree")
 
 
 def depth(order, n: int) -> int:
-    """Roundings a term passes through in a sum of n terms (DESIGN §4.4)."""
+    """Roundings a term passes through in a sum of n terms (docs/design.md §4.4)."""
     if n <= 1:
         return 0
     if order in ("any", "sequential"):

@@ -1,4 +1,4 @@
-"""Block-scaled quantizers in the error calculus (DESIGN §4.5).
+"""Block-scaled quantizers in the error calculus (docs/design.md §4.5).
 
 A per-token-group quantizer splits the last axis into groups of ``group``
 contiguous values and, per group, computes a scale from the group's absolute
@@ -23,7 +23,7 @@ codes and scales outputs (judged by ``numoracle.oracles.quantizer``) and the
 dequantized value as a tracked tensor for downstream use (a matmul after the
 quantizer), carrying the quantization error as the quantizer's own symbol.
 
-Scale rules (OPERATORS.md row 12, change pair 14):
+Scale rules (docs/operators.md row 12, change pair 14):
 ``"fp32"``  scale = max(amax, eps) / fmax             (the floor is on absmax)
 ``"ue8m0"`` scale = 2^ceil(log2(max(amax / fmax, eps))) (the floor is on the
             scale, before the power-of-two round-up)
@@ -49,7 +49,7 @@ DEFAULT_FMAX = {"e4m3fn": 448.0, "e4m3fnuz": 224.0, "e5m2": 57344.0}
 _F64_REL = 2.0 ** -50          # slack for float64 evaluation of one quotient / log2
 
 ASSUMPTIONS = (
-    "quantizer codes are judged conditioned on the kernel's stored scales (DESIGN §4.5)",
+    "quantizer codes are judged conditioned on the kernel's stored scales (docs/design.md §4.5)",
     "UE8M0 scales: log2 of a power of two and exp2 of an integer are exact (lg2/ex2 and numpy)",
 )
 
@@ -108,6 +108,21 @@ def _ceil_log2_range(s_lo: Tensor, s_hi: Tensor, log2_ulps: float):
         exact = _is_pow2(s)
         err = a * F.ulp(l2.abs(), F.fp32) + l2.abs() * _F64_REL + 1e-300
         n = torch.ceil(l2 + side * err)
+        out.append(torch.where(exact, torch.round(l2), n))
+    return out[0], out[1]
+
+
+def _floor_log2_range(s_lo: Tensor, s_hi: Tensor, log2_ulps: float):
+    """Integers floor(L) a kernel can reach where L = fp32 log2(s), s in [s_lo, s_hi]
+    (positive): the mirror of ``_ceil_log2_range``.  A kernel that reads the exponent
+    bits gets the exact floor, which lies in the range too."""
+    a = max(log2_ulps, 0.5)
+    out = []
+    for s, side in ((s_lo, -1.0), (s_hi, 1.0)):
+        l2 = torch.log2(s)
+        exact = _is_pow2(s)
+        err = a * F.ulp(l2.abs(), F.fp32) + l2.abs() * _F64_REL + 1e-300
+        n = torch.floor(l2 + side * err)
         out.append(torch.where(exact, torch.round(l2), n))
     return out[0], out[1]
 
@@ -192,7 +207,7 @@ class QuantOutput:
     an acceptance region.  It has the attributes the verdict machinery reads
     of an output (centre ``c``, ``fmt``, an empty ``form``, no ``pre``)."""
 
-    def __init__(self, quantizer: Quantizer, kind: str, fmt: F.Format, c: Tensor):
+    def __init__(self, quantizer, kind: str, fmt: F.Format, c: Tensor, layout: F.Packed | None = None):
         self.quantizer = quantizer
         self.kind = kind
         self.fmt = fmt
@@ -201,13 +216,18 @@ class QuantOutput:
         self.form = FM.Form()
         self.pre = None
         self.taint = quantizer.x.taint
+        # packed storage (two fp4 codes per byte): the kernel's tensor has ``stored_shape``
+        # and decodes through ``layout``; the judgement is per code, in ``shape``
+        self.layout = layout
+        self.stored_shape = layout.stored_shape(c.shape) if layout is not None else tuple(c.shape)
 
     @property
     def shape(self):
         return tuple(self.c.shape)
 
     def __repr__(self):
-        return f"QuantOutput({self.kind}, {self.fmt}, shape={self.shape})"
+        stored = f", stored as {self.layout!r}" if self.layout is not None else ""
+        return f"QuantOutput({self.kind}, {self.fmt}, shape={self.shape}{stored})"
 
 
 class GroupQuant:
@@ -229,37 +249,60 @@ class GroupQuant:
         return self._deq
 
 
-def _dequantized(q: Quantizer) -> Tracked:
-    """codes·scale as a tracked value: the input plus the quantization error,
-    one symbol of the quantizer site with one variable per element (the
-    element roundings are independent; the *bound* of each depends on its
-    group's admissible scales).  Per element, with y the kernel's input value
-    and s its group's scale (any admissible one):
-    |q·s − y| <= |y|(u_fmt + d·2^-23) (fp8 rounding of fl32(y/s), the division
-    error d ulps) + s·min_subnormal/2 where y/s may be subnormal in fmt
-    + the clamp at ±fmax when s < amax/fmax + s·2^-149 (fp32 underflow of y/s)."""
-    x, ctx = q.x, q.x.ctx
-    s_lo, s_hi, _ = q.scales()
-    slo, shi = per_element(s_lo, q.group), per_element(s_hi, q.group)
-    R = x.radius().expand(x.c.shape)
-    ymax = x.c.abs() + R
-    d = max(ctx.profile.model("div").a, 0.5) * 2.0 ** -23
+def quantization_error(ymax: Tensor, slo: Tensor, shi: Tensor, fmt: F.Format, fmax: float, div_ulps: float):
+    """Per element (rounding, clamp): bounds on |q·s − y| for a code
+    q = RN_fmt(clamp(fl32(y / s), ±fmax)) (saturating) of a kernel value y with
+    |y| <= ymax and any scale s in [slo, shi] (element-wise, positive):
+
+    rounding = |y|(u_fmt + d·2^-23) (the fmt rounding of fl32(y/s), the division
+    error d ulps), + s·min_subnormal/2 where y/s may be subnormal in fmt, + s·2^-149
+    (fp32 underflow of y/s); clamp = |y|(1 + d) − s·fmax where s < amax/fmax lets
+    y/s pass fmax (MX's floor rule clamps the largest elements by design).
+
+    The rounding part is a rounding (one variable per element); the clamp is not
+    (it always shrinks |y|), so a caller keeps it deterministic."""
+    d = max(div_ulps, 0.5) * 2.0 ** -23
     slack = 1 + 2.0 ** -20
-    bound = ymax * (q.fmt.u + d) * slack
-    may_sub = ymax < q.fmt.min_normal * shi * slack
-    bound = bound + torch.where(may_sub, shi * q.fmt.min_subnormal / 2, torch.zeros_like(shi))
-    # the clamp where s < amax/fmax: |y|(1 + d) - s·fmax (slo·fmax is exact in float64)
-    bound = bound + (ymax * (1 + d) * (1 + 2.0 ** -48) - slo * q.fmax).clamp(min=0) + shi * 2.0 ** -149
+    rounding = ymax * (fmt.u + d) * slack
+    may_sub = ymax < fmt.min_normal * shi * slack
+    rounding = rounding + torch.where(may_sub, shi * fmt.min_subnormal / 2, torch.zeros_like(shi))
+    rounding = rounding + shi * 2.0 ** -149
+    # slo·fmax is exact in float64 (a power of two or an fp32 value times a short constant)
+    clamp = (ymax * (1 + d) * (1 + 2.0 ** -48) - slo * fmax).clamp(min=0)
+    return rounding, clamp
+
+
+def dequantized_value(x: Tracked, rounding: Tensor, clamp: Tensor, ok: Tensor, worst: Tensor,
+                      label: str) -> Tracked:
+    """x plus a quantizer's error as a tracked fp32 value: the rounding part one symbol
+    of the quantizer site (one variable per element: the element roundings are
+    independent; their *bound* depends on the block's admissible scales, which every
+    output using the block shares through the site), the clamp part deterministic.
+    ``ok``: where the scales are finite and positive (certified), per element."""
+    ctx = x.ctx
     key = ctx.new_key()
-    label = ctx.label(f"quantize to {q.fmt} per group of {q.group} ({q.rule} scale)")
     ctx.symbols[key] = (frozenset((key,)), label)
     shared = dict(x.form.shared)
-    shared[key] = FM.Term(bound, torch.ones_like(bound))
+    shared[key] = FM.Term(rounding, torch.ones_like(rounding))
     form = FM.Form(shared, list(x.form.private), dict(x.form.det))
-    ok = per_element(torch.isfinite(s_hi) & (s_lo > 0), q.group)
-    ctx.record(label, "range", "fp32", "a finite positive scale per group", ok, shi)
+    if ctx.any(clamp > 0):
+        form = FM.add_det(form, f"{label} (clamp at the format's max)", clamp, ctx.condensed)
+    ctx.record(label, "range", "fp32", "a finite positive scale per block", ok, worst)
     taint = x.taint if ctx.all(ok) else (~ok if x.taint is None else x.taint | ~ok)
     return Tracked(x.c, F.fp32, form, ctx, taint=taint)
+
+
+def _dequantized(q: Quantizer) -> Tracked:
+    """codes·scale for a per-token-group quantizer (see ``quantization_error``), with
+    s over its group's admissible scales."""
+    x = q.x
+    s_lo, s_hi, _ = q.scales()
+    slo, shi = per_element(s_lo, q.group), per_element(s_hi, q.group)
+    ymax = x.c.abs() + x.radius().expand(x.c.shape)
+    rounding, clamp = quantization_error(ymax, slo, shi, q.fmt, q.fmax, x.ctx.profile.model("div").a)
+    label = x.ctx.label(f"quantize to {q.fmt} per group of {q.group} ({q.rule} scale)")
+    ok = per_element(torch.isfinite(s_hi) & (s_lo > 0), q.group)
+    return dequantized_value(x, rounding, clamp, ok, shi, label)
 
 
 def quantize_group(x: Tracked, group: int, fmt="e4m3fn", scale_rule: str = "fp32", *,

@@ -1,5 +1,5 @@
 """Math-library profiles: how far each kernel math call may be from the exact
-function, in fp32 ulps of the exact result (DESIGN §5).
+function, in fp32 ulps of the exact result (docs/design.md §5).
 
 A profile is a JSON file beside this module.  Each function maps to an error
 model ``ulps(x) = a + b*|x|`` (``b`` is zero except where the error grows

@@ -1,5 +1,5 @@
 """``numoracle calibrate``: measure the math library of a backend and write a
-math-library profile (DESIGN §5).
+math-library profile (docs/design.md §5).
 
 For each profile function (``exp``, ``exp2``, ``log``, ``log2``, ``rsqrt``,
 ``sqrt``, ``sqrt_rn``, ``div``, ``div_rn``, ``sigmoid``, ``tanh``, ``erf``,
@@ -71,14 +71,11 @@ Usage::
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import math
 import platform
-import sys
 import time
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -364,8 +361,8 @@ class Runner:
 
         from .. import backends
 
-        self.backend = backends.select(backend)
-        self.device = backends.device(self.backend)
+        self.backend = backends.select(backend).name
+        self.device = backends.resolve(self.backend).device
         from . import _calibrate_kernels as K
 
         self.K = K
@@ -770,43 +767,3 @@ def calibrate(backend: str = "interpreter", functions=None, samples: int = 1 << 
                "measurements": {k: {kk: vv for kk, vv in v.items()} for k, v in report.items()}}
     from_dict(profile)  # the loader must read what we write
     return profile, report, uncovered
-
-
-def add_arguments(p) -> None:
-    p.add_argument("--backend", default="interpreter", choices=("interpreter", "gpu", "auto"),
-                   help="where the kernels run (default: interpreter)")
-    p.add_argument("--out", metavar="PATH", help="write the profile JSON here")
-    p.add_argument("--samples", type=int, default=1 << 20, help="inputs per kernel call besides the edge cases "
-                   "(half dense bit-pattern sweep, half random; default 2^20)")
-    p.add_argument("--functions", nargs="+", metavar="FN", help=f"profile functions to measure (default all: "
-                   f"{' '.join(FUNCTION_NAMES)})")
-    p.add_argument("--margin", type=float, default=0.25, help="safety margin: bound = fit x (1 + margin)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--name", help="profile name (default: 'interpreter', or the GPU's model, e.g. 'h200')")
-    p.add_argument("--base", help="copy functions not measured from this profile (a shipped name or a path)")
-    p.add_argument("--refine", type=int, default=32, help="after the first pass, measure every fp32 neighbour "
-                   "around this many worst inputs per call (errors cluster; 0 turns it off)")
-    p.add_argument("--note", help="a sentence recorded in the profile's provenance (why this margin, ...)")
-    p.add_argument("--json", action="store_true", help="print the profile (with measurements) as JSON")
-
-
-def run(args) -> int:
-    if args.margin < 0:
-        raise InvalidArgument(f"--margin {args.margin}: expected >= 0.")
-    log = None if args.json else (lambda s: print(s, flush=True))
-    if args.refine < 0:
-        raise InvalidArgument(f"--refine {args.refine}: expected >= 0.")
-    profile, report, uncovered = calibrate(args.backend, args.functions, args.samples, args.seed, args.margin,
-                                           args.name, args.base, log, refine=args.refine, note=args.note)
-    if args.out:
-        Path(args.out).write_text(json.dumps(profile, indent=1) + "\n")
-    if args.json:
-        print(json.dumps(profile, indent=1))
-    else:
-        print(f"ftz: {profile['ftz']}; {profile['provenance']['seconds']} s; "
-              + (f"written to {args.out}" if args.out else "not written (no --out)"))
-    if uncovered:
-        print(f"{uncovered} measured point(s) no ulp model covers (see 'uncovered' per call): the profile is "
-              f"not sound for them", file=sys.stderr)
-        return 1
-    return 0

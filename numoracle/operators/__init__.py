@@ -1,100 +1,32 @@
-"""The operator registry: ``no.operators.names()``, ``no.operators.get(name)``.
+"""The operator registry: ``no.operators.names()``, ``no.operators.get(name)``,
+``no.operators.resolve(op)``.
 
-An operator bundles a reference program, kernels (``"correct"`` plus
-behaviour-preserving variants; each takes the reference's inputs as torch
-tensors plus ``**params`` and returns the outputs the reference returns), its
-source library and an ``example(seed)``.  Kernels import Triton lazily.
+An operator (``Operator``, docs/design.md §3.1) bundles a reference program, kernels
+(``"correct"`` plus behaviour-preserving variants; each takes the reference's inputs as
+torch tensors plus ``**params`` and returns the outputs the reference returns), its input
+domain and an ``example(seed, ...)``.  The built-in ones are registered below and by the
+``ops_*`` modules; yours are found by object, by ``package.module:attribute``, by
+``register``, or through the entry-point group ``numoracle.operators`` that a package can
+publish them in (each entry point names an Operator, or a module or list of them).
+Kernels import Triton lazily.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
-from typing import Callable
-
 import torch
 
 from ..errors import InvalidArgument
-from ..strategies.families import fill
+from ..families import fill
 from . import references as R
 
 
-UPSTREAM_KERNELS = ("liger",)      # kernels of the upstream package itself, attached when installed
-
-
-@dataclass(frozen=True)
-class Domain:
-    """The inputs an operator is defined on, for strategies and campaigns:
-    shape ranges, the formats its kernels accept, and choices for each keyword
-    parameter (the first choice is the default).  Choices fill only the
-    parameters an example leaves open: parameters that ``make_example``
-    returns are tied to its inputs (a group size to the scales' layout) and
-    win over drawn ones.  ``cols_multiple_of`` is for
-    operators whose rows split into groups (a quantizer's group size)."""
-    rows: tuple = (1, 64)
-    cols: tuple = (1, 512)
-    cols_multiple_of: int = 1
-    formats: tuple = ("bf16", "fp16", "fp32")
-    params: dict = field(default_factory=dict)
-
-
-@dataclass
-class Operator:
-    name: str
-    source: str
-    reference: object
-    kernel_specs: dict                      # name -> "module:function[:output selector]"
-    make_example: Callable
-    formats: tuple = ("bf16", "fp16", "fp32")
-    backward: bool = False
-    domain: Domain = field(default_factory=Domain)
-    faulty: dict = field(default_factory=dict)    # name -> spec, kept apart from .kernels
-    _kernels: dict = field(default=None, repr=False)
-
-    @property
-    def kernels(self) -> dict:
-        if self._kernels is None:
-            self._kernels = {k: _load(v) for k, v in self.kernel_specs.items()}
-        return self._kernels
-
-    def example(self, seed: int = 0, dtype=torch.bfloat16, family: str = "normal", rows=4, cols=96):
-        """(inputs, params) for one case; ``family`` is a family or an input-group name."""
-        return self.make_example(seed, dtype, family, rows, cols)
-
-    def faulty_kernel(self, name: str):
-        if name not in self.faulty:
-            raise InvalidArgument(f"{self.name} has faulty kernels {sorted(self.faulty)}, not {name!r}.")
-        return _load(self.faulty[name])
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "source": self.source, "formats": list(self.formats),
-                "domain": {"rows": list(self.domain.rows), "cols": list(self.domain.cols),
-                           "cols_multiple_of": self.domain.cols_multiple_of,
-                           "params": {k: list(v) for k, v in self.domain.params.items()}},
-                "kernels": [k for k in self.kernel_specs if k == "correct"],
-                "variants": [k for k in self.kernel_specs if k not in ("correct",) + UPSTREAM_KERNELS],
-                "upstream": [k for k in self.kernel_specs if k in UPSTREAM_KERNELS],
-                "faulty": sorted(self.faulty), "backward": self.backward}
-
-
-def _load(spec: str):
-    mod, fn, *pick = spec.split(":")
-    return pick_outputs(getattr(importlib.import_module(mod), fn), pick[0] if pick else None)
-
-
-def pick_outputs(f, pick: str | None):
-    """f, or f keeping only the outputs named by ``pick`` ("0" or "0,2": a spec's
-    third field), for a kernel that returns more than its operator judges."""
-    if not pick:
-        return f
-    idx = [int(i) for i in pick.split(",")]
-
-    def kernel(*args, **params):
-        out = f(*args, **params)
-        return tuple(out[i] for i in idx) if len(idx) > 1 else out[idx[0]]
-    kernel.__name__ = f.__name__
-    return kernel
-
+from .operator import UPSTREAM_KERNELS as UPSTREAM_KERNELS
+from .operator import Domain as Domain
+from .operator import Operator as Operator
+from .operator import load_kernel as load_kernel
+from .operator import operator as operator
+from .operator import pick_outputs as pick_outputs
 
 _K = "numoracle.operators.kernels."
 
@@ -136,36 +68,36 @@ def _register(op: Operator) -> None:
     REGISTRY[op.name] = op
 
 
-_register(Operator("rms_norm", "liger", R.rms_norm, {
+_register(Operator("rms_norm", R.rms_norm, {
     "correct": _K + "rms_norm:rms_norm", "1oversqrt": _K + "rms_norm:rms_norm_1oversqrt",
     "two_rows": _K + "rms_norm:rms_norm_two_rows", "chunked": _K + "rms_norm:rms_norm_chunked"}, _ex_rms,
     domain=Domain(params={"casting": ("llama", "gemma", "none"), "offset": (0.0, 1.0)}),
     faulty={"offset_dropped": _K + "faulty_forward:rms_norm_offset_dropped",
-            "unrounded_multiply": _K + "faulty_forward:rms_norm_unrounded_multiply"}))
-_register(Operator("layer_norm", "liger", R.layer_norm_fwd, {
+            "unrounded_multiply": _K + "faulty_forward:rms_norm_unrounded_multiply"}, source='liger'))
+_register(Operator("layer_norm", R.layer_norm_fwd, {
     "correct": _K + "layer_norm:layer_norm", "1oversqrt": _K + "layer_norm:layer_norm_1oversqrt",
     "chunked": _K + "layer_norm:layer_norm_chunked"}, _ex_ln,
-    faulty={"padded_variance": _K + "faulty_forward:layer_norm_padded_variance"}))
-_register(Operator("softmax", "liger", R.softmax, {
+    faulty={"padded_variance": _K + "faulty_forward:layer_norm_padded_variance"}, source='liger'))
+_register(Operator("softmax", R.softmax, {
     "correct": _K + "softmax:softmax", "exp2": _K + "softmax:softmax_exp2",
-    "one_warp": _K + "softmax:softmax_one_warp"}, _ex_x))
-_register(Operator("swiglu", "liger", R.swiglu, {
+    "one_warp": _K + "softmax:softmax_one_warp"}, _ex_x, source='liger'))
+_register(Operator("swiglu", R.swiglu, {
     "correct": _K + "swiglu:swiglu", "explicit_sigmoid": _K + "swiglu:swiglu_explicit_sigmoid",
-    "flat": _K + "swiglu:swiglu_flat"}, _ex_ab))
+    "flat": _K + "swiglu:swiglu_flat"}, _ex_ab, source='liger'))
 # geglu_sigmoid_form (tanh as 2*sigmoid(2z) - 1) is not registered as a variant: on the
 # H200 it was rejected (confirmed) for fp32 outputs, because the approximate exp inside
 # sigmoid loses tanh's relative accuracy near 0 - a different precision plan, not a
 # behaviour-preserving change.
-_register(Operator("geglu", "liger", R.geglu, {
+_register(Operator("geglu", R.geglu, {
     "correct": _K + "geglu:geglu", "one_warp": _K + "geglu:geglu_one_warp",
-    "wide_block": _K + "geglu:geglu_wide_block"}, _ex_ab))
-_register(Operator("cross_entropy", "liger", R.cross_entropy, {
+    "wide_block": _K + "geglu:geglu_wide_block"}, _ex_ab, source='liger'))
+_register(Operator("cross_entropy", R.cross_entropy, {
     "correct": _K + "cross_entropy:cross_entropy:0",
     "two_pass": _K + "cross_entropy:cross_entropy_two_pass:0",
     "one_warp": _K + "cross_entropy:cross_entropy_one_warp:0"}, _ex_ce,
     domain=Domain(params={"reduction": ("mean", "sum", "none")}),
     faulty={"always_divides": _K + "faulty_forward:cross_entropy_always_divides:0",
-            "storage_format": _K + "faulty_forward:cross_entropy_storage_format:0"}))
+            "storage_format": _K + "faulty_forward:cross_entropy_storage_format:0"}, source='liger'))
 
 
 def _ex_kl(seed, dtype, family, rows, cols):
@@ -176,17 +108,16 @@ def _ex_kl(seed, dtype, family, rows, cols):
     return (y_pred, y_true), {}
 
 
-_register(Operator("kl_div", "liger", R.kl_div, {
+_register(Operator("kl_div", R.kl_div, {
     "correct": _K + "kl_div:kl_div", "chunked": _K + "kl_div:kl_div_chunked",
     "one_warp": _K + "kl_div:kl_div_one_warp"}, _ex_kl,
-    formats=("bf16", "fp32"),
     domain=Domain(formats=("bf16", "fp32"), params={"reduction": ("batchmean", "sum", "mean", "none")}),
-    faulty={"no_eps_clamp": _K + "kl_div:kl_div_unclamped"}))
+    faulty={"no_eps_clamp": _K + "kl_div:kl_div_unclamped"}, source='liger'))
 
 
 # Further operators register themselves from their own modules (one per source
 # library / family), so the registry file does not grow with every operator.
-_EXTENSIONS = ("ops_liger", "ops_unsloth", "ops_vllm", "ops_backward", "upstream_liger")
+_EXTENSIONS = ("ops_liger", "ops_unsloth", "ops_vllm", "ops_backward", "upstream_liger", "ops_mx")
 
 
 def _load_extensions() -> None:
@@ -199,12 +130,90 @@ def _load_extensions() -> None:
 _load_extensions()
 
 
+ENTRY_POINT_GROUP = "numoracle.operators"
+_entry_points_loaded = []
+
+
+def _operators_in(obj) -> list:
+    if isinstance(obj, Operator):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [o for o in obj if isinstance(o, Operator)]
+    if hasattr(obj, "__dict__"):             # a module
+        return [o for o in vars(obj).values() if isinstance(o, Operator)]
+    return []
+
+
+def _load_entry_points() -> None:
+    """Register the operators that installed packages publish (once per process)."""
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded.append(True)
+    from importlib.metadata import entry_points
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            found = _operators_in(ep.load())
+        except Exception as exc:             # a broken plug-in must not break the registry
+            import warnings
+            warnings.warn(f"numoracle: the operators of entry point {ep.name!r} ({ep.value}) cannot be loaded: "
+                          f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
+            continue
+        for op in found:
+            if op.name not in REGISTRY:
+                op._spec = f"{ep.value}" if ":" in ep.value and len(found) == 1 else op.name
+                REGISTRY[op.name] = op
+
+
+def register(op: Operator) -> Operator:
+    """Make ``op`` known by its name in this process (``get``, the CLI's OP)."""
+    if not isinstance(op, Operator):
+        raise InvalidArgument(f"register({op!r}): expected a numoracle.Operator.")
+    REGISTRY[op.name] = op
+    return op
+
+
 def names() -> list[str]:
+    _load_entry_points()
     return sorted(REGISTRY)
 
 
 def get(name: str) -> Operator:
+    if name not in REGISTRY:
+        _load_entry_points()
     try:
         return REGISTRY[name]
     except KeyError:
-        raise InvalidArgument(f"unknown operator {name!r}; registered: {names()}.") from None
+        raise InvalidArgument(f"unknown operator {name!r}; registered: {names()}, or give package.module:attribute "
+                              f"naming your own numoracle.Operator.") from None
+
+
+def resolve(op) -> Operator:
+    """The Operator ``op`` names: an Operator as it is, a registered (or published) name, or
+    ``package.module:attribute`` importable from the current directory."""
+    if isinstance(op, Operator):
+        return op
+    if not isinstance(op, str) or not op:
+        raise InvalidArgument(f"operator {op!r}: expected a numoracle.Operator, a registered name or "
+                              f"package.module:attribute.")
+    if ":" not in op:
+        return get(op)
+    mod, _, attr = op.partition(":")
+    import os
+    import sys
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        obj = getattr(importlib.import_module(mod), attr)
+    except SyntaxError as exc:
+        raise InvalidArgument(f"operator {op!r}: {exc.filename}:{exc.lineno}: {exc.msg}; fix the module's syntax.") \
+            from None
+    except (ImportError, AttributeError) as exc:
+        raise InvalidArgument(f"operator {op!r}: cannot import it ({type(exc).__name__}: {exc}); expected "
+                              f"package.module:attribute importable from the current directory ({cwd}).") from None
+    if callable(obj) and not isinstance(obj, Operator):
+        obj = obj()
+    if not isinstance(obj, Operator):
+        raise InvalidArgument(f"operator {op!r}: {mod}.{attr} is a {type(obj).__name__}, not a numoracle.Operator.")
+    obj._spec = op
+    return obj

@@ -1,4 +1,4 @@
-"""Backward passes of the Liger operators (OPERATORS.md rows 1-4 and 6), each registered as
+"""Backward passes of the Liger operators (docs/operators.md rows 1-4 and 6), each registered as
 its own operator: reference program, correct kernel, behaviour-preserving variants, domain,
 example inputs, and the faulty kernels of the change pairs that concern a backward pass.
 
@@ -16,7 +16,7 @@ from numoracle.errors import InvalidArgument
 from numoracle.formats import fp32
 from numoracle.operators import REGISTRY, Domain, Operator, _register
 from numoracle.operators.references import kept_rows
-from numoracle.strategies.families import fill
+from numoracle.families import fill
 
 _K = "numoracle.operators.kernels."
 LOG2E = 1.4426950408889634
@@ -60,7 +60,7 @@ def rms_norm_backward(dy, x, w, rstd, *, offset=0.0, casting="llama"):
     return dx.to(x.format), dw.to(w.format)
 
 
-@no.reference
+@no.reference(outputs=("dx", "dw", "db"))
 def layer_norm_backward(dy, x, w, mean, rstd):
     """Liger LayerNorm backward: outputs (dx in x's format, dw and db in w's format).
 
@@ -195,39 +195,39 @@ def _ex_ce_bwd(seed, dtype, family, rows, cols):
 # ---------------------------------------------------------------------------------- registration
 
 _register(Operator(
-    "rms_norm_backward", "liger", rms_norm_backward, {
+    "rms_norm_backward", rms_norm_backward, {
         "correct": _K + "rms_norm:rms_norm_backward",
         "one_program": _K + "rms_norm_backward:rms_norm_backward_one_program",
         "two_row_tiles": _K + "rms_norm_backward:rms_norm_backward_two_row_tiles"},
     _ex_rms_bwd, backward=True,
     domain=Domain(params={"casting": ("llama", "gemma"), "offset": (0.0, 1.0)}),
-    faulty={"bf16_dw_sum": _K + "rms_norm_backward:rms_norm_backward_bf16_dw"}))
+    faulty={"bf16_dw_sum": _K + "rms_norm_backward:rms_norm_backward_bf16_dw"}, source='liger'))
 
 _register(Operator(
-    "layer_norm_backward", "liger", layer_norm_backward, {
+    "layer_norm_backward", layer_norm_backward, {
         "correct": _K + "layer_norm_backward:layer_norm_backward",
         "one_program": _K + "layer_norm_backward:layer_norm_backward_one_program",
         "chunked": _K + "layer_norm_backward:layer_norm_backward_chunked"},
     _ex_ln_bwd, backward=True,
-    faulty={"fp16_as_bf16": _K + "layer_norm_backward:layer_norm_backward_fp16_as_bf16"}))
+    faulty={"fp16_as_bf16": _K + "layer_norm_backward:layer_norm_backward_fp16_as_bf16"}, source='liger'))
 
 _register(Operator(
-    "swiglu_backward", "liger", swiglu_backward, {
+    "swiglu_backward", swiglu_backward, {
         "correct": _K + "swiglu_backward:swiglu_backward",
         "explicit_sigmoid": _K + "swiglu_backward:swiglu_backward_explicit_sigmoid",
         "flat": _K + "swiglu_backward:swiglu_backward_flat"},
-    _ex_glu_bwd, backward=True))
+    _ex_glu_bwd, backward=True, source='liger'))
 
 _register(Operator(
-    "geglu_backward", "liger", geglu_backward, {
+    "geglu_backward", geglu_backward, {
         "correct": _K + "geglu_backward:geglu_backward",
         "chunked": _K + "geglu_backward:geglu_backward_chunked",
         "flat": _K + "geglu_backward:geglu_backward_flat"},
     _ex_glu_bwd, backward=True,
-    faulty={"unrounded_gelu": _K + "geglu_backward:geglu_backward_unrounded_gelu"}))
+    faulty={"unrounded_gelu": _K + "geglu_backward:geglu_backward_unrounded_gelu"}, source='liger'))
 
 _register(Operator(
-    "cross_entropy_backward", "liger", cross_entropy_backward, {
+    "cross_entropy_backward", cross_entropy_backward, {
         "correct": _K + "cross_entropy_backward:cross_entropy_backward",
         "two_pass": _K + "cross_entropy_backward:cross_entropy_backward_two_pass",
         "one_warp": _K + "cross_entropy_backward:cross_entropy_backward_one_warp"},
@@ -238,7 +238,7 @@ _register(Operator(
     domain=Domain(params={"ignore_index": (-100,)}),
     faulty={"rounded_label_grad": _K + "cross_entropy_backward:cross_entropy_backward_rounded_label",
             "row0_grad_output": _K + "cross_entropy_backward:cross_entropy_backward_row0_scale",
-            "sum_divided": _K + "cross_entropy_backward:cross_entropy_backward_sum_divided"}))
+            "sum_divided": _K + "cross_entropy_backward:cross_entropy_backward_sum_divided"}, source='liger'))
 
 for _fwd in ("rms_norm", "layer_norm", "swiglu", "geglu", "cross_entropy"):
     if _fwd in REGISTRY:

@@ -1,4 +1,4 @@
-"""Liger-Kernel's remaining forward operators (OPERATORS.md rows 5, 7, 8): rope,
+"""Liger-Kernel's remaining forward operators (docs/operators.md rows 5, 7, 8): rope,
 fused_linear_cross_entropy and jsd, each with its reference program, correct kernel,
 behaviour-preserving variants, domain, example inputs and a planted faulty kernel.
 
@@ -16,7 +16,7 @@ import numoracle as no
 from numoracle.formats import fp32
 from numoracle.operators import Domain, Operator, _register
 from numoracle.operators.references import kept_rows
-from numoracle.strategies.families import fill
+from numoracle.families import fill
 
 _K = "numoracle.operators.kernels."
 LOG2E = 1.4426950408889634
@@ -25,7 +25,7 @@ IGNORE_INDEX = -100
 
 # ---------------------------------------------------------------------------------- references
 
-@no.reference
+@no.reference(outputs=("q", "k"))
 def rope(q, k, cos, sin):
     """Liger RoPE (rotate-half) forward: q [B, T, Hq, D], k [B, T, Hk, D], cos/sin [1 or B, T, D]
     of which the first D/2 values are read.  x→cos's format; y1 = x1·cos − x2·sin,
@@ -41,7 +41,7 @@ def rope(q, k, cos, sin):
     return rotate(q), rotate(k)
 
 
-@no.reference
+@no.reference(outputs=("loss", "dx"))
 def jsd(x, y, labels, *, beta=0.5, ignore_index=IGNORE_INDEX):
     """Liger generalised JSD over log-probabilities x = log Q (input), y = log P (target):
     outputs (loss: fp32 host sum of the per-element fp32 losses, cast to x's format as Liger
@@ -90,7 +90,7 @@ def flce_chunk_rows(bt: int, v: int, h: int) -> int:
     return _next_pow2(math.ceil(bt / math.ceil(v / h)))
 
 
-@no.reference
+@no.reference(outputs=("loss", "grad_input", "grad_weight"))
 def fused_linear_cross_entropy(x, w, labels, *, ignore_index=IGNORE_INDEX, reduction="mean",
                                accum_fp32=False):
     """Liger fused linear + cross-entropy: outputs (loss 0-d fp32, grad_x in x's format,
@@ -197,24 +197,24 @@ def _ex_flce(seed, dtype, family, rows, cols):
 # ---------------------------------------------------------------------------------- registration
 
 _register(Operator(
-    "rope", "liger", rope, {
+    "rope", rope, {
         "correct": _K + "rope:rope", "per_head": _K + "rope:rope_per_head",
         "wide_tiles": _K + "rope:rope_wide_tiles"},
     _ex_rope, domain=Domain(rows=(1, 64), cols=(2, 256), cols_multiple_of=2),
-    faulty={"math_in_q_format": _K + "rope:rope_math_in_q_format"}))
+    faulty={"math_in_q_format": _K + "rope:rope_math_in_q_format"}, source='liger'))
 
 _register(Operator(
-    "jsd", "liger", jsd, {
+    "jsd", jsd, {
         "correct": _K + "jsd:jsd", "two_rows": _K + "jsd:jsd_two_rows", "wide_block": _K + "jsd:jsd_wide_block"},
     _ex_jsd, domain=Domain(cols=(2, 512), params={"beta": JSD_BETAS, "ignore_index": (IGNORE_INDEX,)}),
-    faulty={"all_rows_divisor": _K + "jsd:jsd_all_rows_divisor"}))
+    faulty={"all_rows_divisor": _K + "jsd:jsd_all_rows_divisor"}, source='liger'))
 
 _register(Operator(
-    "fused_linear_cross_entropy", "liger", fused_linear_cross_entropy, {
+    "fused_linear_cross_entropy", fused_linear_cross_entropy, {
         "correct": _K + "fused_linear_cross_entropy:fused_linear_cross_entropy",
         "big_tiles": _K + "fused_linear_cross_entropy:fused_linear_cross_entropy_big_tiles",
         "two_pass": _K + "fused_linear_cross_entropy:fused_linear_cross_entropy_two_pass"},
     _ex_flce, backward=True,            # its outputs include grad_x and grad_W
     domain=Domain(rows=(1, 8), cols=(2, 128),
                   params={"reduction": ("mean", "sum"), "accum_fp32": (False, True)}),
-    faulty={"chunk_count": _K + "fused_linear_cross_entropy:fused_linear_cross_entropy_chunk_count"}))
+    faulty={"chunk_count": _K + "fused_linear_cross_entropy:fused_linear_cross_entropy_chunk_count"}, source='liger'))

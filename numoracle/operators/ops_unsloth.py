@@ -1,4 +1,4 @@
-"""Unsloth's operators (OPERATORS.md rows 9-11): rms_layernorm, cross_entropy_loss, geglu_exact,
+"""Unsloth's operators (docs/operators.md rows 9-11): rms_layernorm, cross_entropy_loss, geglu_exact,
 geglu_approx, and their backward passes, each with its reference program, correct kernel,
 behaviour-preserving variants, domain, example inputs and the faulty kernels of the change pairs
 that concern it (5, 11, 12).
@@ -15,7 +15,7 @@ import numoracle as no
 from numoracle.formats import fp32
 from numoracle.operators import REGISTRY, Domain, Operator, _register
 from numoracle.operators.ops_liger import IGNORE_INDEX, example_labels
-from numoracle.strategies.families import fill
+from numoracle.families import fill
 
 _K = "numoracle.operators.kernels."
 INV_SQRT_2 = 0.7071067811865476
@@ -25,7 +25,7 @@ INV_SQRT_2PI = 0.3989422804014327
 
 # ---------------------------------------------------------------------------------- references
 
-@no.reference
+@no.reference(outputs=("y", "rstd"))
 def rms_layernorm(x, w, *, eps=1e-6, gemma=False):
     """Unsloth RMS LayerNorm forward: outputs (y in x's format, rstd in fp32 per row).
 
@@ -65,7 +65,7 @@ def _transform(xf, logit_scale, softcap):
     return xf
 
 
-@no.reference
+@no.reference(outputs=("loss", "lse"))
 def cross_entropy_loss(logits, labels, *, logit_scale=0.0, softcap=0.0, chunk_size=65536):
     """Unsloth cross-entropy forward: outputs (loss, lse), fp32 per row.
 
@@ -222,63 +222,63 @@ _CE = _K + "unsloth_cross_entropy:"
 _GG = _K + "unsloth_geglu:"
 
 _register(Operator(
-    "rms_layernorm", "unsloth", rms_layernorm, {
+    "rms_layernorm", rms_layernorm, {
         "correct": _RMS + "rms_layernorm", "1oversqrt": _RMS + "rms_layernorm_1oversqrt",
         "two_rows": _RMS + "rms_layernorm_two_rows", "wide_block": _RMS + "rms_layernorm_wide_block"},
     _ex_rms, backward=True,
     domain=Domain(params={"gemma": (False, True), "eps": (1e-6,)}),
-    faulty={"fp32_multiply": _RMS + "rms_layernorm_fp32_multiply"}))
+    faulty={"fp32_multiply": _RMS + "rms_layernorm_fp32_multiply"}, source='unsloth'))
 
 _register(Operator(
-    "rms_layernorm_backward", "unsloth", rms_layernorm_backward, {
+    "rms_layernorm_backward", rms_layernorm_backward, {
         "correct": _RMS + "rms_layernorm_backward",
         "two_rows": _RMS + "rms_layernorm_backward_two_rows",
         "four_rows": _RMS + "rms_layernorm_backward_four_rows"},
     _ex_rms_bwd, backward=True, domain=Domain(params={"gemma": (False, True)}),
-    faulty={"no_offset": _RMS + "rms_layernorm_backward_no_offset"}))
+    faulty={"no_offset": _RMS + "rms_layernorm_backward_no_offset"}, source='unsloth'))
 
 _register(Operator(
-    "cross_entropy_loss", "unsloth", cross_entropy_loss, {
+    "cross_entropy_loss", cross_entropy_loss, {
         "correct": _CE + "cross_entropy_loss", "wide_block": _CE + "cross_entropy_loss_wide_block",
         "two_rows": _CE + "cross_entropy_loss_two_rows"},
     _ex_ce, backward=True,
     domain=Domain(cols=(2, 512), params={"logit_scale": (0.0, 0.5), "softcap": (0.0, 30.0),
                                          "chunk_size": CE_CHUNKS}),
-    faulty={"label_lowp": _CE + "cross_entropy_loss_label_lowp"}))
+    faulty={"label_lowp": _CE + "cross_entropy_loss_label_lowp"}, source='unsloth'))
 
 _register(Operator(
-    "cross_entropy_loss_backward", "unsloth", cross_entropy_loss_backward, {
+    "cross_entropy_loss_backward", cross_entropy_loss_backward, {
         "correct": _CE + "cross_entropy_loss_backward",
         "flat": _CE + "cross_entropy_loss_backward_flat",
         "small_block": _CE + "cross_entropy_loss_backward_small_block"},
     _ex_ce_bwd, backward=True,
     domain=Domain(cols=(2, 512), params={"logit_scale": (0.0, 0.5), "softcap": (0.0, 30.0)}),
-    faulty={"ignored_rows_kept": _CE + "cross_entropy_loss_backward_ignored_rows_kept"}))
+    faulty={"ignored_rows_kept": _CE + "cross_entropy_loss_backward_ignored_rows_kept"}, source='unsloth'))
 
 _register(Operator(
-    "geglu_exact", "unsloth", geglu_exact, {
+    "geglu_exact", geglu_exact, {
         "correct": _GG + "geglu_exact", "rows": _GG + "geglu_exact_rows",
         "small_block": _GG + "geglu_exact_small_block"},
-    _ex_geglu, backward=True, faulty={"tanh_form": _GG + "geglu_approx"}))
+    _ex_geglu, backward=True, faulty={"tanh_form": _GG + "geglu_approx"}, source='unsloth'))
 
 _register(Operator(
-    "geglu_approx", "unsloth", geglu_approx, {
+    "geglu_approx", geglu_approx, {
         "correct": _GG + "geglu_approx", "rows": _GG + "geglu_approx_rows",
         "small_block": _GG + "geglu_approx_small_block"},
-    _ex_geglu, backward=True, faulty={"erf_form": _GG + "geglu_exact"}))
+    _ex_geglu, backward=True, faulty={"erf_form": _GG + "geglu_exact"}, source='unsloth'))
 
 _register(Operator(
-    "geglu_exact_backward", "unsloth", geglu_exact_backward, {
+    "geglu_exact_backward", geglu_exact_backward, {
         "correct": _GG + "geglu_exact_backward",
         "small_block": _GG + "geglu_exact_backward_small_block",
         "rows": _GG + "geglu_exact_backward_rows"},
-    _ex_geglu_bwd, backward=True, faulty={"tanh_form": _GG + "geglu_approx_backward"}))
+    _ex_geglu_bwd, backward=True, faulty={"tanh_form": _GG + "geglu_approx_backward"}, source='unsloth'))
 
 _register(Operator(
-    "geglu_approx_backward", "unsloth", geglu_approx_backward, {
+    "geglu_approx_backward", geglu_approx_backward, {
         "correct": _GG + "geglu_approx_backward",
         "small_block": _GG + "geglu_approx_backward_small_block",
         "rows": _GG + "geglu_approx_backward_rows"},
-    _ex_geglu_bwd, backward=True, faulty={"erf_form": _GG + "geglu_exact_backward"}))
+    _ex_geglu_bwd, backward=True, faulty={"erf_form": _GG + "geglu_exact_backward"}, source='unsloth'))
 
 assert all(n in REGISTRY for n in ("rms_layernorm", "cross_entropy_loss", "geglu_exact"))

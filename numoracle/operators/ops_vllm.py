@@ -1,9 +1,9 @@
-"""vLLM's operators (OPERATORS.md rows 12-13): ``per_token_group_quant_fp8`` and
+"""vLLM's operators (docs/operators.md rows 12-13): ``per_token_group_quant_fp8`` and
 ``w8a8_block_fp8_matmul``, each with its reference program, correct kernel, behaviour-preserving
 variants, domain, example inputs and the faulty kernels of change pairs 13-16 (plus a truncating
 fp8 store, a row-0 scale broadcast and a wrong scale-block index).
 
-The quantizer's outputs (codes, scales) are judged in two steps (DESIGN §4.5,
+The quantizer's outputs (codes, scales) are judged in two steps (docs/design.md §4.5,
 ``numoracle.oracles.quantizer``). ``group_quant_then_block_fp8_matmul`` is the reference of the
 pipeline quantize → block matmul against the unquantized activations: the quantizer's error
 enters the matmul as the quantizer site's symbol (``no.quantize_group(...).dequantized``).
@@ -25,7 +25,7 @@ import numoracle as no
 from numoracle.calculus.quant import block_scaled_matmul
 from numoracle.formats import fp32
 from numoracle.operators import Domain, Operator, _register
-from numoracle.strategies.families import fill
+from numoracle.families import fill
 
 _K = "numoracle.operators.kernels."
 _Q = _K + "group_quant_fp8:"
@@ -35,7 +35,7 @@ GROUP_SIZES = (128, 64, 32, 16)
 
 # ---------------------------------------------------------------------------------- references
 
-@no.reference
+@no.reference(outputs=("q", "scales"))
 def per_token_group_quant_fp8(x, *, group_size=128, ue8m0=False, column_major_scales=False,
                               fmt="e4m3fn", eps=1e-10):
     """vLLM per-token-group fp8 quantization: x→fp32; per group scale = max(amax, eps)/fmax in
@@ -192,7 +192,7 @@ def example_pipeline(seed, dtype=torch.bfloat16, family="normal", rows=4, cols=1
 # ---------------------------------------------------------------------------------- registry
 
 _register(Operator(
-    "per_token_group_quant_fp8", "vllm", per_token_group_quant_fp8,
+    "per_token_group_quant_fp8", per_token_group_quant_fp8,
     {"correct": _Q + "group_quant_fp8", "rows": _Q + "group_quant_fp8_rows",
      "loop": _Q + "group_quant_fp8_loop"},
     _ex_quant,
@@ -202,10 +202,10 @@ _register(Operator(
                           "column_major_scales": (False, True)}),
     faulty={"ties_away": _Q + "group_quant_fp8_ties_away", "max224": _Q + "group_quant_fp8_max224",
             "floor_absmax": _Q + "group_quant_fp8_floor_absmax",
-            "truncate": _Q + "group_quant_fp8_truncate"}))
+            "truncate": _Q + "group_quant_fp8_truncate"}, source='vllm'))
 
 _register(Operator(
-    "w8a8_block_fp8_matmul", "vllm", w8a8_block_fp8_matmul,
+    "w8a8_block_fp8_matmul", w8a8_block_fp8_matmul,
     {"correct": _M + "block_fp8_matmul", "small_tiles": _M + "block_fp8_matmul_small_tiles",
      "split_k": _M + "block_fp8_matmul_split_k"},
     _ex_matmul,
@@ -214,7 +214,7 @@ _register(Operator(
                   params={"group_k": (128, 64, 32), "group_n": (128, 16, 32), "out": ("bf16", "fp16", "fp32")}),
     faulty={"bk_over_group": _M + "block_fp8_matmul_bk_over_group",
             "row0_scale": _M + "block_fp8_matmul_row0_scale",
-            "wrong_scale_block": _M + "block_fp8_matmul_wrong_scale_block"}))
+            "wrong_scale_block": _M + "block_fp8_matmul_wrong_scale_block"}, source='vllm'))
 
 __all__ = ["per_token_group_quant_fp8", "w8a8_block_fp8_matmul", "group_quant_then_block_fp8_matmul",
            "quantize_blocks", "example_pipeline"]

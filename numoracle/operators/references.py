@@ -1,4 +1,4 @@
-"""Reference programs of the operators' precision plans (../shared/OPERATORS.md).
+"""Reference programs of the operators' precision plans (docs/operators.md).
 
 Each program states, in order, every rounding the upstream kernel performs:
 widenings (exact), fp32 arithmetic, reductions with their order model, math
@@ -73,7 +73,7 @@ def cross_entropy_loss(logits, labels):
     return lse - no.gather(xf, labels, axis=-1)
 
 
-@no.reference
+@no.reference(outputs=("y", "rstd"))
 def rms_norm(x, w, *, eps=1e-6, offset=0.0, casting="llama"):
     """Liger's RMSNorm forward in its three casting modes; outputs (y, rstd)
     with rstd kept in fp32 (llama, gemma) as the backward reloads it."""

@@ -9,10 +9,10 @@ returns the outputs in the order of our reference program.  Liger's modules
 are imported on first call, so that on the interpreter ``TRITON_INTERPRET`` is
 set before Liger decorates its kernels.
 
-Known differences between Liger 0.8.5 and ../shared/OPERATORS.md (findings,
+Known differences between Liger 0.8.5 and docs/operators.md (findings,
 see tests/test_liger.py):
 
-* ``layer_norm``: Liger stores Mean and RSTD in **fp32**; OPERATORS.md (and
+* ``layer_norm``: Liger stores Mean and RSTD in **fp32**; docs/operators.md (and
   our reference) store them in x's format.  ``y`` is computed the same way.
 * ``jsd``: Liger returns the summed loss cast to the input's format (bf16
   for bf16 inputs); the registered reference does the same since 16a34d1.
@@ -62,7 +62,7 @@ def liger_layer_norm(x, w, b, *, eps=1e-5):
 
     if x.dtype != torch.float32:
         # a finding, not a defect of the adapter: Liger 0.8.5 keeps Mean and RSTD in fp32 where
-        # OPERATORS.md's plan stores them in x's format (the backward reloads them); its y is
+        # docs/operators.md's plan stores them in x's format (the backward reloads them); its y is
         # judged by tests/test_liger.py on its own
         raise NotImplementedError("Liger 0.8.5's layer_norm stores mean/rstd in fp32, not in x's "
                                   f"format ({x.dtype}): another plan than layer_norm's reference")
@@ -152,7 +152,7 @@ def _attach(name: str, spec: str) -> bool:
     op = REGISTRY.get(name)
     if op is None:
         return False
-    op.kernel_specs["liger"] = spec
+    op.attach("liger", spec)
     op._kernels = None
     return True
 

@@ -1,5 +1,5 @@
-"""Fixed-tolerance baselines: what users compare kernels with today (DESIGN §10,
-FACTS.md "What users compare with today").
+"""Fixed-tolerance baselines: what users compare kernels with today (docs/design.md §10,
+docs/facts.md "What users compare with today").
 
 Every baseline judges the *same* run numoracle judges: the kernel's stored
 outputs, and the float64 reference value of each output element that
@@ -125,7 +125,7 @@ def required_atol(obs: Observed, rtols) -> list:
 
 # ---- assert_close defaults ------------------------------------------------------------
 
-# (rtol, atol) of torch.testing.assert_close by dtype (FACTS.md).
+# (rtol, atol) of torch.testing.assert_close by dtype (docs/facts.md).
 ASSERT_CLOSE_DEFAULTS = {"fp16": (1e-3, 1e-5), "bf16": (1.6e-2, 1e-5), "fp32": (1.3e-6, 1e-5),
                          "fp64": (1e-7, 1e-7)}
 
@@ -163,7 +163,7 @@ def _allclose(atol, rtol, source):
     return Rule("allclose", atol, rtol, source)
 
 
-# Keyed by operator name, then output dtype ("*" for any).  From FACTS.md.
+# Keyed by operator name, then output dtype ("*" for any).  From docs/facts.md.
 UPSTREAM = {
     "rms_norm": {"*": _allclose(0.2, 0.02, "Liger test_rms_norm (bf16)")},
     "swiglu": {"*": _allclose(1e4, 1e-2, "Liger test_swiglu (bf16)")},
@@ -367,7 +367,7 @@ def low_precision_outputs(obs: Observed) -> list:
         except TypeError:
             outs = None               # a parameter the plain function does not take
     if outs is None:
-        from ..emulator import Plan, emulate
+        from ..selftest.emulator import Plan, emulate
         if obs.reference is None:
             raise InvalidArgument(f"flash2x needs the reference program of {obs.op} (no plain "
                                   f"PyTorch function is listed for it in LOW_PRECISION).")
@@ -420,7 +420,7 @@ class FlashTwoX:
 
 
 def default_baselines(tuned: TunedTolerance | None = None, k_ulp: float = 2.0) -> list:
-    """The fixed baselines of DESIGN §10, in report order (``tuned`` only when given)."""
+    """The fixed baselines of docs/design.md §10, in report order (``tuned`` only when given)."""
     out = [AssertClose(), Upstream()]
     if tuned is not None:
         out.append(tuned)

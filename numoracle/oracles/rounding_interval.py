@@ -1,4 +1,4 @@
-"""The rounding-interval check (DESIGN §4.3).
+"""The rounding-interval check (docs/design.md §4.3).
 
 With [lo, hi] the pre-store acceptance interval of an element, a stored value
 y in format F is accepted iff RN_F(lo) <= y <= RN_F(hi).  Rounding is monotone,

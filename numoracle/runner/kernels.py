@@ -32,20 +32,8 @@ def import_kernel(spec: str):
                               f"importable from the current directory ({cwd}).") from None
     if not callable(f):
         raise InvalidArgument(f"--kernel {spec!r}: {mod}.{fn} is a {type(f).__name__}, not a callable kernel.")
-    if not pick:
-        return f
-    idx = [int(i) for i in pick.split(",")]
-
-    def kernel(*args, **params):
-        out = f(*args, **params)
-        return tuple(out[i] for i in idx) if len(idx) > 1 else out[idx[0]]
-    kernel.__name__ = fn
-    return kernel
-
-
-def registered(op, name: str) -> bool:
-    plain = name.removeprefix("faulty:")
-    return name in op.kernel_specs or plain in getattr(op, "faulty", {})
+    from ..operators.operator import pick_outputs
+    return pick_outputs(f, pick or None)
 
 
 def resolve(op, spec):
@@ -67,9 +55,3 @@ def resolve(op, spec):
     raise InvalidArgument(f"--kernel {spec!r}: {op.name} has kernels {sorted(op.kernel_specs)} and faulty "
                           f"kernels {sorted(getattr(op, 'faulty', {}))}; or give package.module:function "
                           f"for your own.")
-
-
-def slug(spec: str) -> str:
-    """A directory name for a kernel spec (corpora/<op>/<kernel>/...)."""
-    out = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in spec.replace(":", "."))
-    return out.strip("._") or "kernel"

@@ -1,4 +1,4 @@
-"""Hypothesis strategies and input-shift families (DESIGN §8).
+"""Hypothesis strategies and input-shift families (docs/design.md §8).
 
 - ``floats(fmt)`` / ``bits(fmt)`` / ``values(fmt)``: elements of any numoracle
   format (bf16, fp16, fp8 e4m3fn / e5m2 / e4m3fnuz, fp4 e2m1, e8m0, ...), every
@@ -14,15 +14,17 @@ from .cases import SPECIALS as SPECIALS
 from .cases import Case as Case
 from .cases import cases as cases
 from .cases import explicit_cases as explicit_cases
+from .cases import group_cases as group_cases
+from .cases import sweep_cases as sweep_cases
 from .elements import bits as bits
 from .elements import floats as floats
 from .elements import values as values
-from .families import ADVERSARIAL_GROUPS as ADVERSARIAL_GROUPS
-from .families import FAMILIES as FAMILIES
-from .families import GROUPS as GROUPS
-from .families import Group as Group
-from .families import fill as fill
-from .families import group as group
+from ..families import ADVERSARIAL_GROUPS as ADVERSARIAL_GROUPS
+from ..families import FAMILIES as FAMILIES
+from ..families import GROUPS as GROUPS
+from ..families import Group as Group
+from ..families import fill as fill
+from ..families import group as group
 
-__all__ = ["Case", "cases", "explicit_cases", "SPECIALS", "floats", "bits", "values",
+__all__ = ["Case", "cases", "explicit_cases", "group_cases", "sweep_cases", "SPECIALS", "floats", "bits", "values",
            "FAMILIES", "GROUPS", "ADVERSARIAL_GROUPS", "Group", "fill", "group"]

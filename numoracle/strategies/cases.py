@@ -1,4 +1,4 @@
-"""Per-operator case strategies (DESIGN §8).
+"""Per-operator case strategies (docs/design.md §8).
 
 Hypothesis draws the *structure* of a case - shape inside the operator's
 domain, format, input-shift group, a power-of-two scale, a few special
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from .. import formats as F
 from ..errors import InvalidArgument
 from ._lazy import Lazy
-from .families import ALL_GROUPS, GROUPS
+from ..families import ALL_GROUPS, GROUPS
 
 # Special values injected into the main input (input 0), by name.  All finite:
 # numoracle's regions assume finite inputs (non-finite ones only make elements
@@ -85,11 +85,13 @@ class Case:
                    tuple(sorted(d.get("params", {}).items())), tuple(sorted(d.get("config", {}).items())),
                    int(d.get("seed", 0)))
 
-    def materialize(self, device: str = "cpu"):
-        """(inputs, params): the operator's example for this seed, shape and
-        group, then the scale and special values applied to input 0."""
-        from .. import operators
-        op = operators.get(self.op)
+    def materialize(self, device: str = "cpu", op=None):
+        """(inputs, params): the operator's example for this seed, shape and group, then
+        the scale and special values applied to input 0.  ``op``: the Operator (default:
+        the registered one of this case's name)."""
+        if op is None:
+            from .. import operators
+            op = operators.resolve(self.op)
         fmt = self.format
         dtype = fmt.torch_dtype
         if dtype is None:
@@ -176,7 +178,7 @@ def cases(op, *, formats=None, groups=None, rows=None, cols=None, max_rows=None,
 
     def build():
         from .. import operators
-        o = operators.get(op) if isinstance(op, str) else op
+        o = operators.resolve(op)
         if not hasattr(o, "domain"):
             raise InvalidArgument(f"cases(op={op!r}): expected an operator name from numoracle.operators.names() "
                                   f"or a registered Operator.")
@@ -246,20 +248,99 @@ def cases(op, *, formats=None, groups=None, rows=None, cols=None, max_rows=None,
     return Lazy("cases", (name,), kwargs, build)
 
 
-def explicit_cases(op, *, formats=None, groups=None, rows=4, cols=96, seed=0) -> list:
-    """One case per input-shift group (calibration first), the default shape
-    clamped into the operator's domain: the stratified start of ``check``."""
+def explicit_cases(op, *, formats=None, groups=None, rows=4, cols=96, seed=0, params=None) -> list:
+    """One case per input-shift group (calibration first), the default shape clamped into
+    the operator's domain and the parameters' first choices (or ``params``, {name: value}):
+    the stratified start of ``check``."""
     from .. import operators
-    o = operators.get(op) if isinstance(op, str) else op
+    o = operators.resolve(op)
     dom = o.domain
     fmt = (formats or dom.formats)[0]
     r = min(max(rows, dom.rows[0]), dom.rows[1])
     m = dom.cols_multiple_of
     c = min(max(cols, dom.cols[0]), dom.cols[1])
     c = max(m, c - c % m)
-    params = tuple(sorted((k, v[0]) for k, v in dom.params.items()))
+    chosen = {**{k: v[0] for k, v in dom.params.items()}, **(params or {})}
+    params = tuple(sorted(chosen.items()))
     return [Case(o.name, fmt, r, c, g, 0, (), params, (), seed + i)
             for i, g in enumerate(groups or tuple(GROUPS))]
 
 
-__all__ = ["Case", "cases", "explicit_cases", "SPECIALS", "special_value"]
+def fit_shape(op, rows: int, cols: int):
+    """(rows, cols) moved into the operator's domain: cols a multiple of ``cols_multiple_of``
+    and of every integer choice of a parameter named ``group*`` (a quantizer's group size
+    splits the columns, so each choice must divide them)."""
+    d = op.domain
+    rows = min(max(rows, d.rows[0]), d.rows[1])
+    m = max(int(d.cols_multiple_of), 1)
+    for name, vals in d.params.items():
+        if name.startswith("group"):
+            for v in vals:
+                if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                    m = m * v // math.gcd(m, v)
+    cols = max(cols, d.cols[0])
+    cols = ((cols + m - 1) // m) * m
+    if cols > d.cols[1]:
+        cols = (d.cols[1] // m) * m
+    return rows, cols
+
+
+def group_cases(op, groups=None, per_group: int = 3, fmt: str = "bf16", rows: int = 4, cols: int = 96,
+                seed: int = 0, params=None) -> list:
+    """``per_group`` cases in each input group, of one format and shape (moved into the
+    domain); the operator's parameter choices cycle over the cases so each is exercised:
+    the fixed cases of the mutation and stress studies."""
+    groups = list(GROUPS) if groups is None else list(groups)
+    for g in groups:
+        if g not in GROUPS:
+            raise InvalidArgument(f"input group {g!r}: expected one of {sorted(GROUPS)}.")
+    if fmt not in op.domain.formats:
+        raise InvalidArgument(f"{op.name} accepts formats {op.domain.formats}, not {fmt!r}.")
+    rows, cols = fit_shape(op, rows, cols)
+    choices = {**op.domain.params, **{k: (v,) for k, v in (params or {}).items()}}
+    out = []
+    for gi, g in enumerate(groups):
+        for i in range(per_group):
+            k = gi * per_group + i
+            params = tuple(sorted((name, vals[k % len(vals)]) for name, vals in choices.items()))
+            out.append(Case(op.name, fmt, rows, cols, g, 0, (), params, (), seed + 1000 * gi + i))
+    return out
+
+
+# the shapes a sweep cycles through (clamped into each operator's domain)
+SWEEP_ROWS = (1, 3, 8)
+SWEEP_COLS = (16, 96, 130, 256)
+
+
+def sweep_shapes(op) -> list:
+    d = op.domain
+    m = max(d.cols_multiple_of, 1)
+    out = []
+    for i, c in enumerate(SWEEP_COLS):
+        c = max(m, (c // m) * m)
+        c = min(max(c, d.cols[0]), d.cols[1])
+        r = min(max(SWEEP_ROWS[i % len(SWEEP_ROWS)], d.rows[0]), d.rows[1])
+        out.append((r, c))
+    return out
+
+
+def sweep_cases(op, n: int, groups=None, seed0: int = 1000) -> list:
+    """n cases cycling through the input groups, the operator's formats (those with a torch
+    dtype), a few CI-sized shapes and its parameter choices, seeds seed0, seed0 + 1, ...:
+    the campaign's cases.  Formats change from one case to the next (so a short run sees all
+    of them) and, over len(groups) * len(formats) cases, every group meets every format."""
+    groups = list(groups or GROUPS)
+    fmts = [f for f in op.domain.formats if f in ("bf16", "fp16", "fp32")] or ["bf16"]
+    shp = sweep_shapes(op)
+    choices = list(op.domain.params.items())
+    out = []
+    for i in range(n):
+        rows, cols = shp[i % len(shp)]
+        params = tuple(sorted((k, v[(i // 3 + j) % len(v)]) for j, (k, v) in enumerate(choices)))
+        out.append(Case(op.name, fmts[(i + i // len(groups)) % len(fmts)], rows, cols, groups[i % len(groups)],
+                        0, (), params, (), seed0 + i))
+    return out
+
+
+__all__ = ["Case", "cases", "explicit_cases", "group_cases", "sweep_cases", "fit_shape", "SPECIALS",
+           "special_value"]

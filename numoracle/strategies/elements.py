@@ -1,4 +1,4 @@
-"""Format-aware element strategies (DESIGN §8).
+"""Format-aware element strategies (docs/design.md §8).
 
 Hypothesis's own ``floats`` stops at 16/32/64-bit IEEE formats.  Here every
 format numoracle knows is reachable value by value: formats of at most 16

@@ -1,5 +1,5 @@
 """Block-scaled fp8 matmul C = (A·As) @ (B·Bs)ᵀ, after vLLM's ``w8a8_block_fp8_matmul``
-(OPERATORS.md row 13).
+(docs/operators.md row 13).
 
 A: e4m3 [M, K] with per-token-group scales As [M, K/group_k] (fp32); B: e4m3 [N, K] with
 group_n × group_k block scales Bs [ceil(N/group_n), K/group_k] (fp32). Precision plan: per K

@@ -1,4 +1,4 @@
-"""Cross-entropy loss and its gradient after Liger-Kernel's precision plan (OPERATORS.md row 6).
+"""Cross-entropy loss and its gradient after Liger-Kernel's precision plan (docs/operators.md row 6).
 
 One program per row, the row walked in BLOCK-wide chunks; every logits load widened to fp32.
 

@@ -1,4 +1,4 @@
-"""Cross-entropy backward after Liger-Kernel's precision plan (OPERATORS.md row 6).
+"""Cross-entropy backward after Liger-Kernel's precision plan (docs/operators.md row 6).
 
 Liger computes the gradient of the reduced loss in the forward pass and writes it over the
 logits, in their format; the backward then multiplies that stored gradient by grad_output

@@ -1,4 +1,4 @@
-"""Faulty forward kernels re-creating upstream change pairs (OPERATORS.md,
+"""Faulty forward kernels re-creating upstream change pairs (docs/operators.md,
 "Historical change pairs"): each differs from our correct kernel of the same
 precision plan by the one fault the upstream fix removed.  They are registered
 under ``Operator.faulty``, never as kernels, and serve the replays, the

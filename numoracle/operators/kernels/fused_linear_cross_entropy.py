@@ -1,4 +1,4 @@
-"""Fused linear + cross-entropy after Liger-Kernel's precision plan (OPERATORS.md row 7).
+"""Fused linear + cross-entropy after Liger-Kernel's precision plan (docs/operators.md row 7).
 
 x [BT, H], W [V, H], labels [BT] (−100 = ignored). Rows are processed in chunks of
 ``chunk = next_power_of_2(ceil(BT / ceil(V / H)))`` (Liger's rule, so the logits of a chunk take

@@ -1,4 +1,4 @@
-"""GeGLU backward (tanh form) after Liger-Kernel's corrected precision plan (OPERATORS.md row 4,
+"""GeGLU backward (tanh form) after Liger-Kernel's corrected precision plan (docs/operators.md row 4,
 change pair 6).
 
 Given dc (the gradient of c = gelu(a)·b), a and b, all in one format. Precision plan (every

@@ -1,4 +1,4 @@
-"""Per-token-group fp8 quantization, after vLLM's precision plan (OPERATORS.md row 12).
+"""Per-token-group fp8 quantization, after vLLM's precision plan (docs/operators.md row 12).
 
 Per group of ``group_size`` contiguous values of a row: widen to fp32; amax = max|y| (exact);
 scale = max(amax, eps) / fmax as one fp32 division, or with UE8M0 the power of two at or above

@@ -1,4 +1,4 @@
-"""Generalised Jensen-Shannon divergence after Liger-Kernel's precision plan (OPERATORS.md row 8).
+"""Generalised Jensen-Shannon divergence after Liger-Kernel's precision plan (docs/operators.md row 8).
 
 Inputs are log-probabilities: x = log Q (the student's ``input``) and y = log P (the ``target``),
 [rows, V], plus per-row labels (rows labelled ``ignore_index`` contribute nothing). β = 0 is the

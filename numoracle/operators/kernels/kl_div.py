@@ -1,4 +1,4 @@
-"""KL divergence forward after Liger-Kernel's precision plan (OPERATORS.md, beyond the 13;
+"""KL divergence forward after Liger-Kernel's precision plan (docs/operators.md, beyond the 13;
 change pair 7).
 
 Inputs y_pred (log-probabilities) and y_true (probabilities, or log-probabilities with

@@ -1,4 +1,4 @@
-"""LayerNorm forward after Liger-Kernel's precision plan (OPERATORS.md row 2).
+"""LayerNorm forward after Liger-Kernel's precision plan (docs/operators.md row 2).
 
 Precision plan (every variant): x, w, b→fp32; mean = sum(x)/n in fp32; variance two-pass and
 masked: sum(where(mask, x − mean, 0)²)/n in fp32; rstd = rsqrt(var + eps) in fp32;

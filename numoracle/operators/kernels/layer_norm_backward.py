@@ -1,4 +1,4 @@
-"""LayerNorm backward after Liger-Kernel's precision plan (OPERATORS.md row 2).
+"""LayerNorm backward after Liger-Kernel's precision plan (docs/operators.md row 2).
 
 Inputs dy, x, w, and the forward's per-row mean and rstd **stored in x's format** (bf16 when x is
 bf16): the backward reloads those rounded statistics. Precision plan (every correct variant):

@@ -1,4 +1,4 @@
-"""RMSNorm, forward and backward, after Liger-Kernel's precision plan (OPERATORS.md row 1).
+"""RMSNorm, forward and backward, after Liger-Kernel's precision plan (docs/operators.md row 1).
 
 y = x·rstd·(offset + w) with rstd = rsqrt(sum(x²)/n + eps), per row. Three casting modes decide
 where values are widened and rounded:

@@ -1,4 +1,4 @@
-"""RMSNorm backward after Liger-Kernel's precision plan (OPERATORS.md row 1), and its variants.
+"""RMSNorm backward after Liger-Kernel's precision plan (docs/operators.md row 1), and its variants.
 
 The main kernel, :func:`rms_norm_backward`, lives in :mod:`.rms_norm` beside the forward (the
 numeric tests import it from there); this module re-exports it and adds behaviour-preserving

@@ -1,4 +1,4 @@
-"""Rotary position embedding after Liger-Kernel's precision plan (OPERATORS.md row 5).
+"""Rotary position embedding after Liger-Kernel's precision plan (docs/operators.md row 5).
 
 Layout: q [B, T, Hq, D], k [B, T, Hk, D] (contiguous), cos and sin [1 or B, T, D] with the usual
 cos = cat(freqs, freqs) halves, of which only the first half (D/2 values) is read.

@@ -1,9 +1,9 @@
-"""SwiGLU forward c = silu(a)·b after Liger-Kernel's precision plan (OPERATORS.md row 3).
+"""SwiGLU forward c = silu(a)·b after Liger-Kernel's precision plan (docs/operators.md row 3).
 
 Precision plan: a→fp32; sigmoid(a) in fp32 (``tl.sigmoid``, i.e. 1/(1 + exp(−a)) with fp32
 ``exp``); silu = a·sigmoid(a) in fp32; **silu rounded to b's format, then multiplied by b in
 b's format** (one rounding of the product); stored in b's format. For a ≲ −88 fp32 exp(−a)
-overflows to inf and silu becomes −0 (FACTS.md).
+overflows to inf and silu becomes −0 (docs/facts.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""SwiGLU backward after Liger-Kernel's precision plan (OPERATORS.md row 3).
+"""SwiGLU backward after Liger-Kernel's precision plan (docs/operators.md row 3).
 
 Given dc (the gradient of c = silu(a)·b), a and b, all in one format. Precision plan (every
 correct variant): a→fp32; σ = sigmoid(a) in fp32 (``tl.sigmoid``); silu = a·σ in fp32 (recomputed,
 not reloaded); db = dc·silu (dc in its format times an fp32 value: promoted to fp32, the widening
 exact); da = dc·(silu·(1 − σ) + σ)·b evaluated left to right in fp32 (dc and b promoted);
 da stored in a's format, db in b's. For a ≲ −88 fp32 exp(−a) overflows and σ, silu are 0
-(FACTS.md).
+(docs/facts.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Cross-entropy loss after Unsloth's precision plan (OPERATORS.md row 10), forward and backward.
+"""Cross-entropy loss after Unsloth's precision plan (docs/operators.md row 10), forward and backward.
 
 Forward, per row, all in fp32:
 

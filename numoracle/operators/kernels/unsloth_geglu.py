@@ -1,4 +1,4 @@
-"""GeGLU h = gelu(e)·g after Unsloth's precision plans (OPERATORS.md row 11), forward and backward.
+"""GeGLU h = gelu(e)·g after Unsloth's precision plans (docs/operators.md row 11), forward and backward.
 
 Unsloth keeps two kernels, one per GELU form (change pair 12 was the wrong form for a model):
 

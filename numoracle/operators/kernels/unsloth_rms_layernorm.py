@@ -1,4 +1,4 @@
-"""RMS LayerNorm after Unsloth's precision plan (OPERATORS.md row 9), forward and backward dX.
+"""RMS LayerNorm after Unsloth's precision plan (docs/operators.md row 9), forward and backward dX.
 
 Forward, one row per program (the whole row in one BLOCK):
 

@@ -1,0 +1,24 @@
+"""``numoracle report DIR``: the HTML and Markdown report of a campaign directory."""
+
+from __future__ import annotations
+
+import json
+
+from . import common
+
+
+
+def add_arguments(p) -> None:
+    p.add_argument("dir", help="a campaign directory (holding campaign.json) or the JSON file itself")
+    p.add_argument("--out", default=None, help="where to write report.html and report.md (default: DIR)")
+    common.add_json(p)
+
+
+def run(args) -> int:
+    from ..studies.campaign.report import headline, load, write
+    h, m = write(args.dir, args.out)
+    if args.json:
+        print(json.dumps({"html": str(h), "markdown": str(m), "headline": headline(load(args.dir))}, indent=2))
+    else:
+        print(f"wrote {h} and {m}")
+    return 0

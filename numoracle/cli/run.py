@@ -1,0 +1,140 @@
+"""``numoracle check OP`` and ``numoracle fuzz OP``: judge a kernel on generated cases;
+shrink and save the first confirmed counterexample."""
+
+from __future__ import annotations
+
+import json
+
+from . import common
+
+STATUS_COLUMNS = ("cases", "accept", "reject", "statistical_only", "uncertified", "error", "nan", "timeout", "crash")
+
+
+def add_arguments(p, command: str) -> None:
+    common.add_operator(p)
+    common.add_kernel(p)
+    common.add_backend(p)
+    common.add_mode(p)
+    p.add_argument("--examples", type=common.count, default=None,
+                   help="cases Hypothesis draws (check: 12, after one case per input group; fuzz: unbounded)")
+    p.add_argument("--seconds", type=common.seconds, default=None,
+                   help="time budget of the search (fuzz: 60 when no --examples is given)")
+    common.add_seed(p, default=0 if command == "check" else None,
+                    help="seed of the search (check: 0; fuzz: random unless given)")
+    common.add_format(p)
+    p.add_argument("--rows", type=common.positive_int, default=None, help="fix the number of rows")
+    p.add_argument("--cols", type=common.positive_int, default=None, help="fix the number of columns")
+    p.add_argument("--max-rows", type=common.positive_int, default=None, help="cap drawn rows (check: 8)")
+    p.add_argument("--max-cols", type=common.positive_int, default=None, help="cap drawn columns (check: 256)")
+    common.add_groups(p)
+    common.add_params(p)
+    p.add_argument("--corpus", default="corpora", help="where counterexamples are saved")
+    p.add_argument("--no-save", action="store_true", help="do not save the counterexample")
+    p.add_argument("--expect", default="accept", choices=("accept", "reject"),
+                   help="what a replay of the saved case as a pytest item must give: 'accept' (a bug to fix) "
+                        "or 'reject' (an oracle regression case for a known-faulty kernel)")
+    common.add_timeout(p)
+    common.add_isolate(p, default=command == "fuzz")
+    p.add_argument("--no-shrink", action="store_true", help="save the counterexample as found, unshrunk")
+    p.add_argument("--shrink-seconds", type=common.seconds, default=30.0, help="time budget of the shrinking")
+    if command == "fuzz":
+        p.add_argument("--database", default=".numoracle/hypothesis",
+                       help="Hypothesis example database directory (resumes long runs); 'none' to disable")
+        common.add_executor(p)
+        p.add_argument("--units", type=common.positive_int, default=None,
+                       help="with --executor dask or --workers: Hypothesis searches per input group (seeds --seed.., "
+                            "default 4), each of --examples cases (default 20) or --seconds")
+    p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    common.add_json(p)
+
+
+def run(args, command: str) -> int:
+    from .. import operators
+    from ..runner import fuzz
+    from ..strategies import cases, explicit_cases
+    op = operators.resolve(args.op)
+    groups = common.groups(args)
+    fmts = common.formats(args, op)
+    fixed = common.params(args, op)
+    choices = {k: (v,) for k, v in fixed.items()} or None
+    seconds = args.seconds
+    if command == "fuzz":
+        from ..studies.executors import wants_executor
+        if wants_executor(args):
+            from ..studies.executors.fuzz import run_from_cli
+            return run_from_cli(args, op=op, groups=groups, formats=fmts, seconds=seconds)
+    if command == "check":
+        examples = 12 if args.examples is None else args.examples
+        max_rows, max_cols = args.max_rows or 8, args.max_cols or 256
+        explicit = explicit_cases(op, formats=fmts, groups=groups, rows=args.rows or 4, cols=args.cols or 96,
+                                  seed=args.seed, params=fixed)
+        database = None
+    else:
+        examples = 10**9 if args.examples is None else args.examples
+        if seconds is None and args.examples is None:
+            seconds = 60.0
+        max_rows, max_cols = args.max_rows, args.max_cols
+        explicit = ()
+        database = None if args.database == "none" else args.database
+    strategy = cases(op, formats=fmts, groups=groups, rows=args.rows, cols=args.cols,
+                     max_rows=None if args.rows else max_rows, max_cols=None if args.cols else max_cols,
+                     params=choices)
+    corpus = None if args.no_save else args.corpus
+    with common.isolation(args):
+        res = fuzz(op, args.kernel, backend=args.backend, mode=args.mode, max_examples=max(examples, 1) if examples else 1,
+                   seconds=seconds, strategy=strategy, explicit=explicit, seed=args.seed, database=database,
+                   timeout=args.timeout, shrink=not args.no_shrink, shrink_seconds=args.shrink_seconds,
+                   corpus=corpus, expect=args.expect, progress=not args.json and not args.quiet)
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=2, default=str))
+        return res.exit_code()
+    print_result(res)
+    return res.exit_code()
+
+
+def print_result(res) -> None:
+    t = res.totals
+    print(f"{res.op} / {res.kernel} on {res.backend} ({res.mode}): {t.cases} cases in {res.elapsed:.1f}s "
+          f"({res.cases_per_second:.1f}/s) - {res.exit_reason}")
+    print(f"  {'group':16s}" + "".join(f"{c:>17s}" if c == "statistical_only" else f"{c:>12s}"
+                                        for c in STATUS_COLUMNS))
+    for g, s in sorted(res.groups.items()):
+        d = s.to_dict()
+        print(f"  {g:16s}" + "".join(f"{d[c]:>17d}" if c == "statistical_only" else f"{d[c]:>12d}"
+                                      for c in STATUS_COLUMNS))
+    for g, why in sorted(res.uncertified_reasons.items()):
+        for reason, n in sorted(why.items(), key=lambda kv: -kv[1])[:3]:
+            print(f"  uncertified in {g}: {reason} ({n} case{'s' if n > 1 else ''})")
+    for o in res.errors[:5]:
+        print(f"  {o.status}: {o.case!r}: {o.error or 'NaN/inf where the reference is finite'}")
+    for o in res.statistical_only[:3]:
+        print(f"  statistical-only (not a counterexample): {o.case!r}")
+    for w in res.warnings:
+        print(f"  warning: {w}")
+    if res.memory:
+        m = res.memory
+        print(f"  memory ({res.isolation}): {m['start_mb']:.0f} -> {m['end_mb']:.0f} MiB over {m['cases']} cases "
+              f"(peak {m['peak_mb']:.0f})")
+    if res.isolation.startswith("in-process:"):
+        print(f"  kernels ran {res.isolation}")
+    ce = res.counterexample
+    if ce is not None:
+        shape = " x ".join(str(list(x.shape)) for x in ce.inputs if hasattr(x, "shape"))
+        what = "Counterexample" if ce.status == "reject" else f"Finding ({ce.status})"
+        print()
+        print(f"{what} found by {res.shrunk_from!r}")
+        print(f"shrunk in {res.shrink_evaluations} evaluations ({res.shrink_seconds:.1f}s) to inputs {shape}, "
+              f"failure class {list(ce.failure_class) if ce.failure_class else None}")
+        print(ce.explain())
+        if res.saved:
+            print(f"Saved: {res.saved}")
+            print(f"Replay: numoracle replay {res.saved}")
+        elif res.save_error:
+            if ce.case is not None:
+                print(f"Not saved; the case as drawn: {json.dumps(ce.case.to_dict(), default=str)}")
+            print(f"error: {res.save_error}")
+    if res.exit_reason in ("interrupted", "terminated"):
+        print(f"  run {res.exit_reason}: exit code {res.exit_code()}")
+
+
+__all__ = ["add_arguments", "run"]

@@ -1,0 +1,442 @@
+"""The emulator: runs a reference program's precision plan the way a kernel
+would — every site rounded in its format, reductions in an order drawn per run
+(sequential, pairwise tree, Triton-like blocked, over a random permutation),
+multiply-adds fused or not, math calls off by a random error inside their
+profile bound — and returns concrete outputs in their storage formats.
+
+It is the "kernel" of numoracle's own soundness tests (a correct emulated
+kernel must never be rejected in fixed-input mode) and, with ``faults``, of
+its planted-fault tests.
+
+Random choices make errors cancel, so they rarely come near the calculus's
+bounds.  The adversarial plan (``Plan.adversarial``) drives them there: every
+arithmetic rounding goes one way (``rounding="up"|"down"|"away"``: the neighbour
+in that direction wherever it is within u|x| of the exact value, which the
+standard model |delta| <= u that the calculus assumes admits; explicit casts
+and the final rounding of an output stay round-to-nearest, as the calculus's
+settled casts and rounding-interval check require), math calls return the
+farthest fp32 value their profile admits on one side (``math="directed"``), and
+sums run sequentially from the largest term down (``order="worst"``: every
+partial sum as large as it can be).  Values are float64 tensors holding numbers exactly
+representable in their format; fp32 arithmetic is computed in float64 and
+rounded once, which is exact round-to-nearest for + - * / because
+53 >= 2*24 + 2 (double rounding is innocuous).
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from .. import formats as F
+from ..calculus.tracked import LOG2E, _fmt_arg, _subset, promote
+from ..errors import InvalidArgument
+from ..mathlib import MathProfile
+from ..mathlib import load as load_profile
+
+Tensor = torch.Tensor
+
+FAULTS = ("truncating_store", "bf16_accumulation", "no_widening", "ulp_off_store")
+ROUNDINGS = ("nearest", "up", "down", "away")
+# functions whose values lie strictly inside (-1, 1) (calculus.functions strict_bound)
+_BELOW_ONE = ("sigmoid", "tanh", "erf")
+_EXACT = {"exp": torch.exp, "exp2": torch.exp2, "log": torch.log, "log2": torch.log2,
+          "rsqrt": torch.rsqrt, "sqrt": torch.sqrt, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
+          "erf": torch.erf, "sin": torch.sin, "cos": torch.cos}
+
+
+@dataclass
+class Plan:
+    """The choices of one emulated execution."""
+    seed: int = 0
+    order: str = "random"        # "random" | "sequential" | "tree" | "blocked" | "worst"
+    fma: object = "random"       # True | False | "random"
+    math: str = "random"         # "random" | "extreme" | "exact" | "directed"
+    profile: MathProfile | str = "interpreter"
+    faults: tuple = ()
+    rounding: str = "nearest"    # "nearest" | "up" | "down" | "away" (arithmetic sites)
+    gen: torch.Generator = field(default=None, repr=False)
+
+    @classmethod
+    def adversarial(cls, seed: int = 0, direction: str = "away", fma=False, **kw) -> "Plan":
+        """Every rounding and math error one way, sums in their worst order (module text)."""
+        return cls(seed=seed, order="worst", fma=fma, math="directed", rounding=direction, **kw)
+
+    def __post_init__(self):
+        bad = set(self.faults) - set(FAULTS)
+        if bad:
+            raise InvalidArgument(f"unknown fault(s) {sorted(bad)}; expected some of {FAULTS}.")
+        if self.rounding not in ROUNDINGS:
+            raise InvalidArgument(f"rounding={self.rounding!r}: expected one of {ROUNDINGS}.")
+        if isinstance(self.profile, str):
+            self.profile = load_profile(self.profile)
+        self.gen = torch.Generator().manual_seed(self.seed)
+        if self.fma == "random":
+            self.fma = bool(self.randint(2))
+
+    def randint(self, n: int) -> int:
+        return int(torch.randint(n, (1,), generator=self.gen))
+
+    def uniform(self, shape) -> Tensor:
+        return torch.rand(shape, generator=self.gen, dtype=torch.float64)
+
+
+def _sign(plan: Plan, exact: Tensor) -> Tensor:
+    """+1 or -1 per element: the direction the plan pushes errors (away: with the sign)."""
+    if plan.rounding == "down":
+        return torch.full_like(exact, -1.0)
+    if plan.rounding == "away":
+        return torch.where(exact < 0, -1.0, 1.0).to(torch.float64)
+    return torch.full_like(exact, 1.0)
+
+
+def round_site(plan: Plan, exact: Tensor, fmt) -> Tensor:
+    """An arithmetic site's rounding: to nearest, or (a directed plan) to the neighbour in
+    the plan's direction where it is within u|x| of x and x is normal: the standard model
+    fl(x) = x(1 + delta), |delta| <= u, holds either way (below min_normal, where only the
+    absolute half-subnormal bound holds, to nearest)."""
+    rn = F.round(exact, fmt)
+    if plan.rounding == "nearest":
+        return rn
+    sign = _sign(plan, exact)
+    d = torch.where(sign > 0, F.round(exact, fmt, "up"), F.round(exact, fmt, "down"))
+    ok = torch.isfinite(d) & (exact.abs() >= fmt.min_normal) & ((d - exact).abs() <= fmt.u * exact.abs())
+    return torch.where(ok, d, rn)
+
+
+class Emulated:
+    __slots__ = ("v", "fmt", "plan", "prod", "pre", "site")
+    __array_priority__ = 1000
+
+    def __init__(self, v, fmt, plan, prod=None, pre=None, site=None):
+        self.v, self.fmt, self.plan, self.prod, self.pre = v, fmt, plan, prod, pre
+        # site: "arith" where v is pre rounded at an arithmetic site (an output's store rounds
+        # to nearest), "cast" where an explicit cast rounded pre
+        self.site = site
+
+    format = property(lambda self: self.fmt)
+    shape = property(lambda self: tuple(self.v.shape))
+    ndim = property(lambda self: self.v.ndim)
+
+    def _wrap(self, v, fmt=None, prod=None, pre=None):
+        return Emulated(v, fmt or self.fmt, self.plan, prod, pre)
+
+    def _rounded(self, exact: Tensor, fmt, prod=None) -> "Emulated":
+        return Emulated(round_site(self.plan, exact, fmt), fmt, self.plan, prod, pre=exact, site="arith")
+
+    def _cast(self, exact: Tensor, fmt) -> "Emulated":
+        # an explicit cast rounds to nearest (Triton's casts; the calculus settles on that)
+        return Emulated(F.round(exact, fmt), fmt, self.plan, pre=exact, site="cast")
+
+    def _coerce(self, o):
+        if isinstance(o, Emulated):
+            return o
+        if isinstance(o, (int, float)) and not isinstance(o, bool):
+            return Emulated(F.round(torch.tensor(float(o), dtype=torch.float64), self.fmt), self.fmt, self.plan)
+        if isinstance(o, Tensor) and o.is_floating_point():
+            # a runtime argument, exact in its own dtype (as in the calculus)
+            return Emulated(o.to(device=self.v.device, dtype=torch.float64), F.from_dtype(o.dtype), self.plan)
+        raise InvalidArgument(f"cannot combine an emulated tensor with {type(o).__name__}"
+                              f"{' of ' + str(o.dtype) if isinstance(o, Tensor) else ''}: use Python "
+                              f"numbers or float torch tensors.")
+
+    def to(self, fmt):
+        fmt = _fmt_arg(fmt)
+        if "no_widening" in self.plan.faults and fmt is F.fp32 and self.fmt in (F.bf16, F.fp16):
+            return self
+        if _subset(self.fmt, fmt):
+            return self._wrap(self.v, fmt)
+        return self._cast(self.v, fmt)
+
+    def _binary(self, o, op, reverse=False):
+        y = self._coerce(o)
+        x = self
+        if reverse:
+            x, y = y, x
+        fmt = self.fmt if isinstance(o, (int, float)) else promote(x.fmt, y.fmt)
+        if op == "div":
+            return _div(x, y, fmt, "div")
+        if op == "mul":
+            exact = x.v * y.v
+            return self._rounded(exact, fmt, prod=exact)
+        # a contracted multiply-add uses the unrounded product of its operand
+        xv = x.prod if (self.plan.fma and x.prod is not None and x.fmt is fmt) else x.v
+        yv = y.prod if (self.plan.fma and y.prod is not None and y.fmt is fmt) else y.v
+        exact = xv + yv if op == "add" else xv - yv
+        return self._rounded(exact, fmt)
+
+    def __add__(self, o): return self._binary(o, "add")
+    def __radd__(self, o): return self._binary(o, "add", True)
+    def __sub__(self, o): return self._binary(o, "sub")
+    def __rsub__(self, o): return self._binary(o, "sub", True)
+    def __mul__(self, o): return self._binary(o, "mul")
+    def __rmul__(self, o): return self._binary(o, "mul", True)
+    def __truediv__(self, o): return self._binary(o, "div")
+    def __rtruediv__(self, o): return self._binary(o, "div", True)
+    def __neg__(self): return self._wrap(-self.v, prod=None if self.prod is None else -self.prod)
+    def __abs__(self): return self._wrap(self.v.abs())
+    def abs(self): return self.__abs__()
+    def __gt__(self, o): return self.v > self._coerce(o).v
+    def __ge__(self, o): return self.v >= self._coerce(o).v
+    def __lt__(self, o): return self.v < self._coerce(o).v
+    def __le__(self, o): return self.v <= self._coerce(o).v
+    def __getitem__(self, idx): return self._wrap(self.v[idx])
+    def reshape(self, *s):
+        s = s[0] if len(s) == 1 and isinstance(s[0], (tuple, list)) else s
+        return self._wrap(self.v.reshape(s))
+    def transpose(self, a, b): return self._wrap(self.v.transpose(a, b))
+    T = property(lambda self: self.transpose(-1, -2))
+    def unsqueeze(self, a): return self._wrap(self.v.unsqueeze(a))
+    def squeeze(self, a): return self._wrap(self.v.squeeze(a))
+
+
+def _library(plan: Plan, exact: Tensor, call: str, x_abs, name: str | None = None) -> Tensor:
+    """An fp32 result within the profile's bound of the exact value: k ulps of the exact
+    value's binade (for a function inside (-1, 1) under a profile measured so, of the binade
+    below 1), never farther, also where the result crosses into the binade above."""
+    model = plan.profile.model(call)
+    k = model.ulps(x_abs) if model.b else model.a
+    k = torch.as_tensor(k, dtype=torch.float64)
+    slack = torch.clamp(k - 0.5, min=0.0)
+    if plan.math == "exact" or not bool((slack > 0).any()):
+        return F.round(exact, F.fp32)
+    mag = exact.abs()
+    if name in _BELOW_ONE and plan.profile.units_below_one:
+        mag = mag.clamp(max=1.0 - 2.0 ** -24)
+    ulp = F.ulp(mag, F.fp32)
+    bound = k * ulp
+    if plan.math == "directed":
+        # the farthest fp32 value on the plan's side within the bound
+        sign = _sign(plan, exact)
+        b = bound * (1 - 2.0 ** -40)     # float64's rounding of exact -+ bound stays inside it
+        return torch.where(sign > 0, F.round(exact + b, F.fp32, "down"), F.round(exact - b, F.fp32, "up"))
+    if plan.math == "extreme":
+        r = torch.where(plan.uniform(exact.shape) < 0.5, -1.0, 1.0).to(torch.float64)
+    else:
+        r = 2 * plan.uniform(exact.shape) - 1
+    v = F.round(exact + r * slack * ulp, F.fp32)
+    # rounding the target can step past the bound where it crosses a binade: step back
+    over = (v - exact).abs() > bound
+    back = torch.where(v > exact, F.next_down(v, F.fp32), F.next_up(v, F.fp32))
+    return torch.where(over, back, v)
+
+
+def _widen(x: Emulated) -> Emulated:
+    # the hardware's own upcast of half formats (not the program's .to, which a fault may drop)
+    return Emulated(x.v, F.fp32, x.plan)
+
+
+def _div(x: Emulated, y: Emulated, fmt, call) -> Emulated:
+    if fmt in (F.bf16, F.fp16):
+        return _div(_widen(x), _widen(y), F.fp32, call).to(fmt)
+    exact = x.v / y.v
+    if fmt is F.fp64:
+        return x._rounded(exact, fmt)
+    v = _library(x.plan, exact, call, None)
+    # a division by a power of two only scales (the calculus's model: exact while normal)
+    v = torch.where(F.power_of_two(y.v), F.round(exact, F.fp32), v)
+    return Emulated(v, F.fp32, x.plan, pre=exact)
+
+
+def apply(x: Emulated, name: str, call: str) -> Emulated:
+    if x.fmt in (F.bf16, F.fp16):
+        return apply(_widen(x), name, call).to(x.fmt)
+    exact = _EXACT[name](x.v)
+    return Emulated(_library(x.plan, exact, call, x.v.abs(), name), F.fp32, x.plan, pre=exact)
+
+
+def div_rn(a, b):
+    proto = a if isinstance(a, Emulated) else b
+    a, b = proto._coerce(a), proto._coerce(b)
+    return _div(a, b, promote(a.fmt, b.fmt), "div_rn")
+
+
+# ---- reductions
+
+def _reduce_rows(v: Tensor, fmt, order: str, plan: Plan) -> Tensor:
+    """Sum the last axis of a 2-D tensor with roundings to fmt in the given order."""
+    n = v.shape[-1]
+    if n == 0:
+        return v.sum(-1)
+    if order == "worst":
+        # sequential from the largest magnitude down: each partial sum is as large as it
+        # gets, so one-way roundings add up to nearly u * sum_k |s_k|
+        v = torch.gather(v, -1, v.abs().argsort(dim=-1, descending=True))
+        order = "sequential"
+    if order == "sequential":
+        acc = v[:, 0]
+        for j in range(1, n):
+            acc = round_site(plan, acc + v[:, j], fmt)
+        return acc
+    if order == "tree":
+        cur = v
+        while cur.shape[-1] > 1:
+            m = cur.shape[-1]
+            if m % 2:
+                cur = torch.cat([cur, torch.zeros_like(cur[:, :1])], dim=-1)
+            cur = round_site(plan, cur[:, 0::2] + cur[:, 1::2], fmt)
+        return cur[:, 0]
+    # blocked, like Triton: each "thread" sums a contiguous chunk sequentially,
+    # then the partial sums meet in a butterfly tree
+    chunk = 1 << plan.randint(builtins.max(1, int(math.log2(builtins.max(n, 1))) + 1))
+    pad = (-n) % chunk
+    w = torch.cat([v, torch.zeros(v.shape[0], pad, dtype=v.dtype)], dim=-1) if pad else v
+    w = w.reshape(v.shape[0], -1, chunk)
+    acc = w[:, :, 0]
+    for j in range(1, chunk):
+        acc = round_site(plan, acc + w[:, :, j], fmt)
+    return _reduce_rows(acc, fmt, "tree", plan)
+
+
+def _choose_order(model, plan: Plan, n: int) -> str:
+    if model == "sequential":
+        return "sequential"
+    if model == "tree":
+        return "tree"
+    if plan.order == "worst" and n > 2048:
+        return "blocked"          # keeps the Python-level sequential loop short
+    if plan.order != "random":
+        return plan.order
+    return ("sequential", "tree", "blocked")[plan.randint(3)] if n <= 512 else ("tree", "blocked")[plan.randint(2)]
+
+
+def sum(x: Emulated, axis=-1, keepdims=False, order="any", acc=None):
+    plan = x.plan
+    acc = _fmt_arg(acc) if acc is not None else x.fmt
+    if "bf16_accumulation" in plan.faults and acc is F.fp32:
+        acc = F.bf16
+    if x.fmt is not acc:
+        x = x.to(acc) if not _subset(x.fmt, acc) else x._wrap(x.v, acc)
+    ax = axis % x.v.ndim
+    v = x.v.movedim(ax, -1)
+    lead = v.shape[:-1]
+    n = v.shape[-1]
+    rows = v.reshape(-1, n)
+    rows = rows[:, torch.randperm(n, generator=plan.gen)]
+    s = _reduce_rows(rows, acc, _choose_order(order, plan, n), plan).reshape(lead)
+    if keepdims:
+        s = s.unsqueeze(ax)
+    return Emulated(s, acc, plan, pre=x.v.sum(dim=ax, keepdim=keepdims))
+
+
+def mean(x: Emulated, axis=-1, keepdims=False, order="any", acc=None):
+    s = sum(x, axis, keepdims, order, acc)
+    n = x.v.shape[axis % x.v.ndim]
+    if x.plan.randint(2):
+        return s * (1.0 / n)      # multiply by the rounded reciprocal
+    return s / float(n)
+
+
+def max(x: Emulated, axis=-1, keepdims=False):
+    return x._wrap(x.v.amax(dim=axis, keepdim=keepdims))
+
+
+def min(x: Emulated, axis=-1, keepdims=False):
+    return x._wrap(x.v.amin(dim=axis, keepdim=keepdims))
+
+
+def where(cond, a, b):
+    proto = a if isinstance(a, Emulated) else b
+    a, b = proto._coerce(a), proto._coerce(b)
+    fmt = promote(a.fmt, b.fmt) if a.fmt is not b.fmt else a.fmt
+    a = a if a.fmt is fmt else a.to(fmt)
+    b = b if b.fmt is fmt else b.to(fmt)
+    return Emulated(torch.where(cond, a.v, b.v), fmt, proto.plan)
+
+
+def maximum(a, b):
+    proto = a if isinstance(a, Emulated) else b
+    a, b = proto._coerce(a), proto._coerce(b)
+    return where(a.v >= b.v, a, b)
+
+
+def minimum(a, b):
+    proto = a if isinstance(a, Emulated) else b
+    a, b = proto._coerce(a), proto._coerce(b)
+    return where(a.v <= b.v, a, b)
+
+
+def clamp(x, lo=None, hi=None):
+    if lo is not None:
+        x = maximum(x, lo)
+    if hi is not None:
+        x = minimum(x, hi)
+    return x
+
+
+def gather(x: Emulated, index: Tensor, axis=-1):
+    ax = axis % x.v.ndim
+    idx = index.long()
+    squeeze = idx.ndim == x.v.ndim - 1
+    if squeeze:
+        idx = idx.unsqueeze(ax)
+    out = torch.gather(x.v, ax, idx)
+    return x._wrap(out.squeeze(ax) if squeeze else out)
+
+
+def cat(xs, axis=-1):
+    fmt = xs[0].fmt
+    for t in xs[1:]:
+        fmt = promote(fmt, t.fmt)
+    return Emulated(torch.cat([(t if t.fmt is fmt else t.to(fmt)).v for t in xs], dim=axis), fmt, xs[0].plan)
+
+
+def logsumexp(x: Emulated, axis=-1, keepdims=False, exp="exp2", order="any"):
+    m = max(x, axis, keepdims=True)
+    z = x - m
+    e = apply(z * LOG2E, "exp2", "exp2") if exp == "exp2" else apply(z, "exp", "exp")
+    s = sum(e, axis, keepdims=True, order=order)
+    lse = m + apply(s, "log", "log")
+    return lse if keepdims else lse.squeeze(axis)
+
+
+def matmul(a: Emulated, b: Emulated, acc=None, order="any"):
+    acc = _fmt_arg(acc) if acc is not None else F.fp32
+    prods = a.v.unsqueeze(-1) * b.v.unsqueeze(0)            # [M, K, N], exact in float64
+    if a.fmt.precision + b.fmt.precision > acc.precision:
+        prods = round_site(a.plan, prods, acc)
+    p = Emulated(prods.movedim(-2, -1), acc, a.plan)         # [M, N, K]
+    return sum(p, -1, False, order, acc)
+
+
+# ---- running a program
+
+def emulate(program, inputs, params=None, plan: Plan | None = None, *, before_store: bool = False):
+    """Run ``program`` on ``inputs`` (torch tensors) as one concrete kernel would;
+    returns the outputs as torch tensors in their storage formats.  ``before_store``: also
+    each output's value before its final rounding (float64; the stored value itself where
+    the output is not a rounding site), which must lie inside the fixed-input interval:
+    returns (outputs, values before the store)."""
+    from ..verdict.evaluation import as_input as _as_input, outputs_list as _outputs_tuple
+    plan = plan or Plan()
+    args = []
+    for i, x in enumerate(inputs):
+        v, fmt = _as_input(i, f"arg{i}", x)
+        args.append(v if fmt is None else Emulated(v, fmt, plan))
+    outs = _outputs_tuple(program.fn(*args, **dict(params or {})))
+    result, pres = [], []
+    for o in outs:
+        v = o.v
+        pres.append(o.pre if o.site else o.v)
+        if o.site == "arith" and plan.rounding != "nearest":
+            v = F.round(o.pre, o.fmt)        # the store rounds to nearest (rounding-interval check)
+        if "truncating_store" in plan.faults and o.pre is not None:
+            v = F.round(o.pre, o.fmt, mode="rtz")
+        if "ulp_off_store" in plan.faults:
+            v = F.next_up(v, o.fmt)
+        result.append(F.encode(v, o.fmt))
+    out = tuple(result) if len(result) > 1 else result[0]
+    return (out, pres) if before_store else out
+
+
+def _register() -> None:
+    import sys
+
+    from ..reference import register_arithmetic
+    register_arithmetic(Emulated, sys.modules[__name__])
+
+
+_register()

@@ -1,0 +1,95 @@
+"""Holding the caller's tensors instead of copying them, and copying them fast.
+
+An accepted compiled verdict keeps references to the tensors it judged, with a
+fingerprint of each that the compiled function computes as it reads them; its regions,
+kernel values and certificate are computed from those tensors when first asked for,
+after the fingerprints are checked (``TensorsChanged`` if the caller overwrote one
+meanwhile).  A verdict that rejects, is uncertified or saw a non-finite input copies
+them: its explanation is what is read.  (Setting ``hold_accepted``; why holding pays:
+docs/results/INDEX.md, "holding".)  The fingerprint is not cryptographic: it guards
+against accidental reuse of buffers, not against an adversary."""
+
+from __future__ import annotations
+
+import torch
+
+# the integer type whose values are a tensor's bits, per element size
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def as_bits(t: torch.Tensor):
+    """t's elements as integers of their size (a view), or None where there are none (complex)."""
+    if t.is_complex() or t.element_size() not in _BITS:
+        return None
+    return t.view(_BITS[t.element_size()])
+
+
+def fingerprint(t: torch.Tensor) -> torch.Tensor:
+    """An int64 that a change of t's bits almost surely changes: the sum of each element's bit
+    pattern times a weight cycling with its position (so that moved values count too), along
+    the last axis first, where a verdict's row loops read t."""
+    bits = as_bits(t).to(torch.int64)
+    if bits.dim() == 0:
+        return bits
+    cycle = torch.arange(bits.shape[-1], device=t.device, dtype=torch.int64) % 61 + 1
+    rows = (bits * cycle).sum(-1).reshape(-1)
+    cycle = torch.arange(rows.numel(), device=t.device, dtype=torch.int64) % 59 + 1
+    return (rows * cycle).sum()
+
+
+def fingerprints(tensors) -> list:
+    """The tensors' fingerprints, read to the host."""
+    return torch.stack([fingerprint(t) for t in tensors]).tolist()
+
+
+def holdable(tensors) -> bool:
+    """Whether the tensors have fingerprints: integer-viewable, on one device."""
+    return (bool(tensors) and len({t.device for t in tensors}) == 1
+            and all(as_bits(t) is not None for t in tensors))
+
+
+def guard(name, tensors, prints):
+    """A function that raises ``TensorsChanged`` once the tensors no longer have the
+    fingerprints ``prints``; None where the verdict keeps copies (``prints`` None)."""
+    if prints is None:
+        return None
+
+    def check():
+        from ...errors import TensorsChanged
+        now = fingerprints(tensors)
+        changed = [i for i, (a, b) in enumerate(zip(now, prints)) if a != b]
+        if changed:
+            which = (f"tensors {', '.join(map(str, changed))} were" if len(changed) > 1
+                     else f"tensor {changed[0]} was")
+            raise TensorsChanged(
+                f"numoracle: a tensor that {name}'s accepted verdict judged changed after check() "
+                f"returned ({which} overwritten; inputs then outputs, counted from 0). Its "
+                f"regions, kernel values and certificate are computed from the tensors when "
+                f"first asked for: read them before reusing the buffers, pass check() copies, "
+                f"or judge with settings(hold_accepted=False) to have every verdict copy them.")
+    return check
+
+
+def copy_into(dsts, srcs) -> None:
+    """dst.copy_(src) for each pair, as their bits: one launch per element size on a GPU
+    (torch's fused copy takes one dtype at a time); as bits, fp8 values copy as fast as
+    bytes."""
+    groups: dict = {}
+    for d, s in zip(dsts, srcs):
+        bits = as_bits(s) if s.dtype == d.dtype else None
+        if bits is not None:
+            d, s = as_bits(d), bits
+        ds, ss = groups.setdefault(s.dtype, ([], []))
+        ds.append(d)
+        ss.append(s)
+    for ds, ss in groups.values():
+        torch._foreach_copy_(ds, ss)
+
+
+def copies(tensors) -> list:
+    """Copies of the tensors, in one launch per dtype where they are on a GPU."""
+    if not tensors or tensors[0].device.type != "cuda":
+        return [t.clone() for t in tensors]
+    out = [torch.empty_like(t) for t in tensors]
+    copy_into(out, tensors)
+    return out

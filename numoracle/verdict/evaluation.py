@@ -1,0 +1,216 @@
+"""Running a reference program under the error calculus on the kernel's inputs, and
+building each output's acceptance region (docs/design.md §2): the first half of a
+verdict, shared by the eager and the compiled path.  Nothing here raises on a bad
+kernel; malformed arguments raise ``InvalidArgument``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .. import formats as F
+from ..calculus import form as FM
+from ..calculus.tracked import Context, Tracked
+from ..errors import InvalidArgument
+from ..oracles import quantizer as QZ
+from .regions import Region, region_of
+
+NONFINITE_POLICIES = ("error", "uncertified")
+NONFINITE_POLICY_TEXT = "non-finite inputs: dependent elements uncertified"
+
+
+def as_input(i: int, name: str, x: Any):
+    """(float64 values, format) from a torch tensor or a (raw-bits tensor, format) pair;
+    (tensor, None) for an integer input (labels, indices), which stays untracked."""
+    fmt = None
+    if isinstance(x, tuple) and len(x) == 2 and isinstance(x[1], F.Format):
+        x, fmt = x
+    if not isinstance(x, torch.Tensor):
+        raise InvalidArgument(
+            f"input {i} ({name}) is a {type(x).__name__}; expected a torch tensor (or a "
+            f"(uint8 tensor, format) pair for e2m1/e8m0 raw bits). Convert it with torch.as_tensor "
+            f"and give it the dtype the kernel reads.")
+    if x.dtype in (torch.int8, torch.int16, torch.int32, torch.int64, torch.bool) and fmt is None:
+        return x, None
+    fmt = fmt or F.of(x)
+    return F.decode(x, fmt), fmt
+
+
+def outputs_list(out) -> list:
+    """A kernel's or a program's outputs as a list (one output may be returned bare)."""
+    if isinstance(out, (tuple, list)):
+        return list(out)
+    return [out]
+
+
+def run_reference(program, inputs, params, profile, condensed=True, nonfinite="error",
+                  traced=False, sanitise=True):
+    """Evaluate a reference program under the calculus.  Returns (outputs, ctx, input
+    policy); traced (under torch.compile), the policy is a bool tensor: whether any input
+    was non-finite.  Traced without ``sanitise``, the inputs are used as given (no zeroing
+    of non-finite values, no taint): only for a caller that judges eagerly whenever the
+    policy flag is set."""
+    ctx = Context(profile=profile, condensed=condensed, traced=traced)
+    args = []
+    names = program.input_names + [f"arg{i}" for i in range(len(program.input_names), len(inputs))]
+    if len(inputs) != len(program.input_names):
+        raise InvalidArgument(
+            f"{program.name} takes {len(program.input_names)} inputs ({', '.join(program.input_names)}) "
+            f"but {len(inputs)} were given; pass inputs=(...) in the program's order.")
+    policy = "finite"
+    any_bad = []
+    for i, (name, x) in enumerate(zip(names, inputs)):
+        v, fmt = as_input(i, name, x)
+        if fmt is None:
+            args.append(v)
+            continue
+        bad = ~torch.isfinite(v)
+        taint = None
+        if traced:
+            any_bad.append(bad.any())
+            if sanitise:
+                taint = bad
+                v = torch.where(bad, torch.zeros_like(v), v)
+        elif bool(bad.any()):
+            if nonfinite == "error":
+                where = tuple(int(k) for k in torch.nonzero(bad)[0])
+                raise InvalidArgument(
+                    f"input {name} has {int(bad.sum())} non-finite value(s) (first at index {where}); "
+                    f"numoracle's regions assume finite inputs. Pass nonfinite='uncertified' to judge the "
+                    f"other elements and report those that depend on them as uncertified.")
+            taint = bad
+            v = torch.where(bad, torch.zeros_like(v), v)
+            policy = NONFINITE_POLICY_TEXT
+        args.append(Tracked(v, fmt, FM.Form(), ctx, taint=taint))
+    if traced:
+        policy = torch.stack(any_bad).any() if any_bad else None
+    if not traced:
+        program.check_params(params)
+    out = program.fn(*args, **params)
+    return outputs_list(out), ctx, policy
+
+
+@dataclass(kw_only=True)
+class Evaluation:
+    """A reference program's run on one call's inputs: its outputs (tracked tensors or
+    quantizer outputs), their names and regions (None for a quantizer's outputs, which
+    ``oracles.quantizer`` judges in two steps, conditioned on the kernel's scales).  The
+    regions depend on the inputs alone: ``judge`` judges any number of kernel outputs
+    against one evaluation (``numoracle.evaluate`` makes one)."""
+    program: object
+    refs: list
+    ctx: Context
+    policy: object           # the input policy text; traced, a bool tensor (any non-finite input)
+    names: list
+    regions: list            # Region or None per output
+    p: float = 1e-6
+    assumptions: object = None
+    reference_run: object = None     # ReferenceRun: how to evaluate it again (the explanation)
+
+    def judge(self, outputs, modes=("statistical", "fixed"), confirm: bool = True) -> dict:
+        """mode -> Verdict of the kernel ``outputs`` (a tensor, a (raw bits, format) pair, or
+        a tuple of them in the program's order).  Never raises on a bad kernel."""
+        from .judgement import RegionJudgement, RegionTensors
+        from .verdict import verdicts
+        modes = tuple(modes)
+        decoded = decode_outputs(self, outputs_list(outputs))
+        assumptions = self.assumptions
+        quant = {}
+        if any(reg is None for reg in self.regions):
+            quant = QZ.judge(self.refs, decoded, self.names)
+            assumptions = QZ.with_assumptions(assumptions)
+        outs = []
+        for j, (reg, y) in enumerate(zip(self.regions, decoded)):
+            if reg is None:
+                outs.append(quant[j])
+                continue
+            tensors = RegionTensors(centre=reg.centre, fixed=reg.fixed, stat=reg.stat, taint=reg.taint)
+            outs.append(RegionJudgement(name=self.names[j], fmt=reg.fmt, shape=reg.centre.shape, modes=modes,
+                                        device=reg.centre.device, kernel=lambda y=y: y,
+                                        region=lambda t=tensors: t))
+        return verdicts(self.program.name, modes, self.p, confirm, assumptions, outs, self.certificate(),
+                        self.reference_run)
+
+    def certificate(self):
+        """The finite-range certificate of the reference's run on these inputs (what every
+        verdict of this evaluation carries)."""
+        from ..certificates import Certificate
+        return Certificate(self.ctx.sites, inputs=self.policy)
+
+    def check(self, outputs, mode: str = "statistical", confirm: bool = True):
+        """The Verdict of kernel ``outputs`` in one mode."""
+        return self.judge(outputs, (mode,), confirm)[mode]
+
+
+def output_names(program, n: int) -> list:
+    """The names of a program's n outputs, as the program names them (``Reference.names_of``)."""
+    return program.names_of(n)
+
+
+def evaluate(program, inputs, params, prof, p, nonfinite, traced=False, sanitise=True) -> Evaluation:
+    """Run the reference program and build each output's region."""
+    refs, ctx, policy = run_reference(program, inputs, params, prof, nonfinite=nonfinite, traced=traced,
+                                      sanitise=sanitise)
+    for j, r in enumerate(refs):
+        if not isinstance(r, Tracked) and not QZ.is_quant_output(r):
+            raise InvalidArgument(f"{program.name} returned a {type(r).__name__} as output {j}; a reference "
+                                  f"program must return tracked tensors derived from its inputs.")
+    n_total = sum(r.c.numel() for r in refs)
+    regions = [None if QZ.is_quant_output(r) else region_of(r, n_total, p) for r in refs]
+    return Evaluation(program=program, refs=refs, ctx=ctx, policy=policy,
+                      names=output_names(program, len(refs)), regions=regions)
+
+
+def decode_outputs(ev: Evaluation, kernel_outs) -> list:
+    """The kernel's outputs as exact float64 values on the reference's device, after
+    checking that they are the outputs the program produces (count, format, shape)."""
+    program, refs = ev.program, ev.refs
+    if len(kernel_outs) != len(refs):
+        raise InvalidArgument(
+            f"{program.name} returns {len(refs)} output(s) but {len(kernel_outs)} were given; pass "
+            f"outputs in the order the reference returns them.")
+    decoded = []
+    for name, r, y in zip(ev.names, refs, kernel_outs):
+        fmt = r.fmt
+        if isinstance(y, tuple) and len(y) == 2 and isinstance(y[1], F.Format):
+            y, yfmt = y
+        else:
+            if not isinstance(y, torch.Tensor):
+                raise InvalidArgument(f"output {name} is a {type(y).__name__}; expected a torch tensor.")
+            yfmt = fmt if y.dtype == torch.uint8 and fmt.torch_dtype is None else F.of(y)
+        if yfmt is not fmt:
+            raise InvalidArgument(
+                f"output {name} is {yfmt} but {program.name} stores it in {fmt}; check the kernel's "
+                f"output dtype or the reference's final cast.")
+        stored = tuple(getattr(r, "stored_shape", r.c.shape))     # packed fp4 codes: two per byte
+        if tuple(y.shape) != stored:
+            raise InvalidArgument(
+                f"output {name} has shape {tuple(y.shape)} but {program.name} produces "
+                f"{stored}; check the kernel's output or reshape it.")
+        yv = F.decode(y, getattr(r, "layout", None) or fmt)
+        if yv.device != r.c.device:
+            yv = yv.to(r.c.device)
+        decoded.append(yv)
+    return decoded
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReferenceRun:
+    """How to evaluate a verdict's reference program again (the explanation re-runs it
+    uncondensed, to attribute width to sites)."""
+    program: object
+    inputs: tuple
+    params: dict
+    profile: object
+    nonfinite: str
+
+    def rerun(self, condensed: bool = False):
+        """(outputs, ctx, input policy) of another run of the program on the same inputs."""
+        return run_reference(self.program, self.inputs, self.params, self.profile, condensed=condensed,
+                             nonfinite=self.nonfinite)
+
+
+__all__ = ["NONFINITE_POLICIES", "NONFINITE_POLICY_TEXT", "Evaluation", "ReferenceRun", "Region",
+           "as_input", "decode_outputs", "evaluate", "output_names", "outputs_list", "run_reference"]

@@ -1,0 +1,144 @@
+"""Verdicts: accept / reject / uncertified, with per-element masks and an explanation of
+the worst element (docs/design.md §3), and how a verdict is made from its outputs'
+judgements in each mode (``verdicts``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .. import fixed_input
+from .. import formats as F
+from .judgement import RegionJudgement
+
+
+@dataclass
+class Verdict:
+    status: str                       # "accept" | "reject" | "uncertified"
+    program: str
+    mode: str
+    p: float
+    outputs: list
+    certificate: object
+    assumptions: object
+    confirmation: str | None = None   # statistical rejects: "confirmed" | "statistical-only"
+    replay: str | None = None         # set by the runner when a case is saved
+    # how to run the reference again (evaluation.ReferenceRun): the explanation's attribution
+    reference_run: object = field(default=None, repr=False)
+
+    @property
+    def accepted(self) -> bool:
+        return self.status == "accept"
+
+    @property
+    def rejected(self):
+        """Per output, the bool mask of rejected elements."""
+        return [o.rejected for o in self.outputs]
+
+    @property
+    def uncertified(self):
+        return [o.uncertified for o in self.outputs]
+
+    @property
+    def n_elements(self) -> int:
+        return sum(o.numel for o in self.outputs)
+
+    @property
+    def n_rejected(self) -> int:
+        return sum(int(o.rejected.sum()) for o in self.outputs)
+
+    @property
+    def n_uncertified(self) -> int:
+        return sum(int(o.uncertified.sum()) for o in self.outputs)
+
+    def worst(self):
+        """(output, flat index, excess in output ulps) of the worst element:
+        the largest excess among rejected elements, else the element closest to
+        its bounds (largest |kernel - centre| / radius)."""
+        best = None
+        for o in self.outputs:
+            if o.numel == 0:
+                continue
+            ulp = F.ulp(torch.where(torch.isfinite(o.kernel), o.kernel, o.centre).abs(), o.fmt)
+            above = (o.kernel - o.hi) / ulp
+            below = (o.lo - o.kernel) / ulp
+            excess = torch.maximum(above, below)
+            if bool(o.rejected.any()):
+                score = torch.where(o.rejected, torch.nan_to_num(excess, nan=float("inf"), posinf=float("inf")),
+                                    torch.full_like(excess, -float("inf")))
+                kind = 1
+            else:
+                half = (o.hi - o.lo) / 2
+                dev = (o.kernel - o.centre).abs() / torch.where(half > 0, half, torch.ones_like(half))
+                score = torch.where(o.uncertified | ~torch.isfinite(dev), torch.full_like(dev, -float("inf")), dev)
+                kind = 0
+            i = int(torch.argmax(score.reshape(-1)))
+            cand = (kind, float(score.reshape(-1)[i]), o, i, float(excess.reshape(-1)[i]))
+            if best is None or cand[:2] > best[:2]:
+                best = cand
+        if best is None:
+            return None
+        return best[2], best[3], best[4]
+
+    def explain(self) -> str:
+        from .explain import explain
+        text = explain(self)
+        w = self.worst()
+        if w is None or w[0].detail is None:
+            return text
+        lines = text.split("\n")
+        at = next((k for k, line in enumerate(lines) if line.startswith("Assumptions:")), len(lines))
+        return "\n".join(lines[:at] + list(w[0].detail(w[1])) + lines[at:])
+
+    def __str__(self):
+        return self.explain()
+
+    def to_dict(self) -> dict:
+        w = self.worst()
+        worst = None
+        if w is not None:
+            o, i, excess = w
+            idx = tuple(int(k) for k in torch.unravel_index(torch.tensor(i), o.kernel.shape)) if o.kernel.ndim else ()
+            worst = {"output": o.name, "index": list(idx), "kernel": float(o.kernel.reshape(-1)[i]),
+                     "centre": float(o.centre.reshape(-1)[i]), "lo": float(o.lo.reshape(-1)[i]),
+                     "hi": float(o.hi.reshape(-1)[i]), "excess_ulp": excess if excess == excess else None}
+        return {
+            "status": self.status, "program": self.program, "mode": self.mode, "p": self.p,
+            "confirmation": self.confirmation,
+            "elements": self.n_elements, "rejected": self.n_rejected, "uncertified": self.n_uncertified,
+            "special_rejected": sum(int(o.special.sum()) for o in self.outputs),
+            "outputs": [{"name": o.name, "format": str(o.fmt), "shape": list(o.kernel.shape),
+                         "rejected": int(o.rejected.sum()), "uncertified": int(o.uncertified.sum())}
+                        for o in self.outputs],
+            "worst": worst,
+            "certificate": self.certificate.to_dict(),
+            "assumptions": self.assumptions.to_dict(),
+            "replay": self.replay,
+        }
+
+
+def verdicts(program_name: str, modes, p: float, confirm: bool, assumptions, outs, certificate,
+             reference_run=None) -> dict:
+    """mode -> Verdict from each output's judgement (``RegionJudgement``, or an
+    ``OutputJudgement`` of a quantizer output, which is the same in every mode).  A
+    statistical reject is confirmed (or not) in the fixed-input mode."""
+    flags = [o.any_flags() if isinstance(o, RegionJudgement) else None for o in outs]
+    out = {}
+    for k, m in enumerate(modes):
+        judgements, rej, unc = [], False, False
+        for o, f in zip(outs, flags):
+            if isinstance(o, RegionJudgement):
+                judgements.append(o.for_mode(k))
+                rej, unc = rej or f[k], unc or f[-1]
+            else:
+                judgements.append(o)
+                o_rej, o_unc = o.any_flags()
+                rej, unc = rej or o_rej, unc or o_unc
+        status = "reject" if rej else "uncertified" if unc else "accept"
+        v = Verdict(status, program_name, m, p, judgements, certificate, assumptions,
+                    reference_run=reference_run)
+        if m == "statistical" and status == "reject" and confirm:
+            v.confirmation = fixed_input.confirmation(judgements)
+        out[m] = v
+    return out

@@ -1,0 +1,113 @@
+"""The package's structure: no import cycle anywhere in numoracle (imports inside
+functions count), and the public surface is what docs/design.md §3 names."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numoracle
+
+ROOT = Path(numoracle.__file__).parent
+
+
+def _modules() -> dict:
+    """module name -> source path, for every module of the package."""
+    out = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _imports(name: str, path: Path, modules: dict) -> set:
+    """The numoracle modules that importing (or running any function of) ``name`` imports,
+    each with the packages Python runs on the way (their __init__)."""
+    is_package = path.name == "__init__.py"
+    package = name if is_package else name.rpartition(".")[0]
+    found = set()
+
+    def add(target: str):
+        # importing a.b.c runs a, a.b and a.b.c; the packages that hold the importer itself
+        # are already running (its own package's __init__ is not an import it makes)
+        parts = target.split(".")
+        for k in range(1, len(parts) + 1):
+            m = ".".join(parts[:k])
+            if m in modules and m != name and not name.startswith(m + "."):
+                found.add(m)
+
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "numoracle":
+                    add(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)] if node.level > 1 else base
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "numoracle":
+                continue
+            add(target)
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                if sub in modules:
+                    add(sub)
+    return found
+
+
+def _cycles(graph: dict) -> list:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def import_graph() -> dict:
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def test_no_import_cycle_in_the_package():
+    graph = import_graph()
+    cycles = _cycles(graph)
+    detail = "\n".join(
+        "  " + " <-> ".join(c) + "\n" + "\n".join(f"    {a} imports {sorted(graph[a] & set(c))}" for a in c)
+        for c in cycles)
+    assert not cycles, f"{len(cycles)} import cycle(s):\n{detail}"
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
