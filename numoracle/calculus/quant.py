@@ -425,15 +425,19 @@ def block_scaled_matmul(a: Tracked, b: Tracked, a_s: Tracked, b_s: Tracked, *, g
         t2 = (lb * sa * sb > 0) & (lb * sa * sb * (1 - u) < thr2)
         tiny = tiny + per_group_tiles * (t1.to(torch.float64) + t2.to(torch.float64))
     ok_acc = s_tot * (1 + gamma) <= f32.max_finite
-    sites = [(f"{acc} tile dot of the codes (K tile <= {group_k})", str(acc), acc.max_finite, ok_dot, worst[0]),
-             ("tile dot x a_scale", "fp32", f32.max_finite, ok_as, worst[1]),
-             ("tile dot x a_scale x b_scale", "fp32", f32.max_finite, ok_bs, worst[2]),
-             (f"fp32 accumulation over the K tiles (K={K})", "fp32", f32.max_finite, ok_acc, s_tot)]
+    # the matmul's own label names the tile dots' accumulation format: numoracle.plan reads the
+    # site recorded under it (the fp32 accumulator, the matmul's value) as the reference's one dot
+    label = ctx.label(f"block-scaled fp8 matmul over K={K} ({acc} tile dots, group {group_n}x{group_k}, K tiles "
+                      f"of {t_lo}..{group_k})")
+    sites = [(ctx.label(f"block-scaled matmul: {acc} tile dot of the codes (K tile <= {group_k})"), str(acc),
+              acc.max_finite, ok_dot, worst[0]),
+             (ctx.label("block-scaled matmul: tile dot x a_scale"), "fp32", f32.max_finite, ok_as, worst[1]),
+             (ctx.label("block-scaled matmul: tile dot x a_scale x b_scale"), "fp32", f32.max_finite, ok_bs,
+              worst[2]),
+             (label, "fp32", f32.max_finite, ok_acc, s_tot)]
     ok = ok_dot & ok_as & ok_bs & ok_acc
-    label = ctx.label(f"block-scaled fp8 matmul over K={K} (group {group_n}x{group_k}, K tiles of "
-                      f"{t_lo}..{group_k})")
-    for what, fmt_name, lim, ok_i, w in sites:
-        ctx.record(ctx.label(f"block-scaled matmul: {what}"), "range", fmt_name, f"|value| <= {lim:.6g}", ok_i, w)
+    for site, fmt_name, lim, ok_i, w in sites:
+        ctx.record(site, "range", fmt_name, f"|value| <= {lim:.6g}", ok_i, w)
     key = ctx.new_key()
     fm = FM.add_private(FM.Form(), FM.Entry(gamma * s_tot, var_depth * (s_tot * (1 + gamma)) ** 2,
                                             frozenset((key,)), label), ctx.condensed)
