@@ -124,12 +124,12 @@ class ReferencePlan:
         "dot": ..., "integer": ...}``)."""
         import torch
         out = self.outputs[i]
-        labels = out["labels"]
-        if labels and not any(bool(m.any()) for m in labels.values()):
-            # every element's value is decided exactly in its format (the calculus settles a cast
-            # whose whole enclosure rounds to one value), which zeroes the terms: count the
-            # sites the output's form names instead
-            labels = {k: torch.ones_like(m) for k, m in labels.items()}
+        # a site the output's form names whose term is zero on every element is on the output's
+        # path but exact there: a cast the calculus settles (its whole enclosure rounds to one
+        # value), or the rounding of a value known exactly that its format holds (MX operands,
+        # codes times a power of two, cast to bf16): count it for every element, as a site
+        # the form names
+        labels = {k: (m if bool(m.any()) else torch.ones_like(m)) for k, m in out["labels"].items()}
         groups: dict = {}
         for label, mask in labels.items():
             site = self.site(label)
