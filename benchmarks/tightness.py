@@ -256,7 +256,7 @@ def main(argv=None) -> int:
     groups = a.groups.split(",") if a.groups else list(GROUPS)
     t0 = time.time()
     rows, kills = run(ops, backend, groups, log=lambda s: print(s, file=sys.stderr, flush=True))
-    doc = {"command": "python " + " ".join(sys.argv), "backend": backend, "seconds": round(time.time() - t0, 1),
+    doc = {"command": "python " + " ".join(sys.argv), "backend": backend.name, "seconds": round(time.time() - t0, 1),
            "cases": [list(c) for c in CASES], "rows": rows, "faulty": kills}
     if a.out:
         with open(a.out, "w") as fh:
