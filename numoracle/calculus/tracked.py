@@ -17,6 +17,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from .. import formats as F
@@ -338,10 +339,13 @@ class Tracked:
                        FM.Form(), self.ctx)
 
     # ---- rounding sites
-    def _round(self, fmt: F.Format, what: str, scaled: Tensor | None = None) -> "Tracked":
+    def _round(self, fmt: F.Format, what: str, scaled: Tensor | None = None,
+               tiny_below: float | None = None) -> "Tracked":
         """Round to fmt: a private rounding error of at most u|c| per element, none where
         the value is exact or where ``scaled`` says the operation only scaled by a power
-        of two (those keep the underflow term)."""
+        of two (those keep the underflow term).  The absolute underflow term applies below
+        ``tiny_below`` (default: fmt's smallest normal; a product's threshold is higher,
+        see ``underflow_threshold``)."""
         ctx = self.ctx
         R = self.radius()
         c = self.c
@@ -364,7 +368,7 @@ class Tracked:
         fm = FM.add_private(self.form, FM.Entry(a, a.square(), frozenset((key,)), label), ctx.condensed)
         # second order: the rounding error of the error, u*|e|; and underflow
         eta = fmt.min_subnormal / 2 if fmt.subnormals else fmt.min_normal
-        tiny = (c.abs() - R) < fmt.min_normal
+        tiny = (c.abs() - R) < (fmt.min_normal if tiny_below is None else tiny_below)
         extra = u * R
         if ctx.any(tiny):
             # (a float64 mask times eta: torch.where on two Python numbers gives float32,
@@ -553,7 +557,8 @@ def _mul(x: Tracked, y: Tracked, fmt, shape, taint) -> Tracked:
         g = y.k
         t = Tracked(x.c * g, fmt, FM.scale(x.form, g), ctx, repr_fmt=x.repr_fmt, taint=taint)
         if g >= 1:
-            return t
+            # exact, but the scaled value may leave the format's range: a site of its own
+            return _range_only(t, fmt, f"{fmt} mul by {g:g}")
         # scaling down is exact only while the result stays normal
         u = _underflow_only(t, fmt, f"{fmt} mul by {g:g}")
         return Tracked(u.c, fmt, u.form, ctx, repr_fmt=x.repr_fmt, taint=u.taint)
@@ -565,23 +570,56 @@ def _mul(x: Tracked, y: Tracked, fmt, shape, taint) -> Tracked:
     second = Rx * Ry
     if ctx.any((second > 0)):
         fm = FM.add_det(fm, ctx.label(f"{fmt} mul (second order)"), second, ctx.condensed)
-    fm = _fp64_slack(fm, c, ctx)
+    if x.repr_fmt.precision + y.repr_fmt.precision <= 53:
+        # where both factors are known exactly (no error: values of their formats, at most
+        # 53 significand bits together) the float64 product is exact and needs no slack;
+        # a value known exactly then stays so through a rounding that changes nothing
+        # (t*t of a saturated tanh t = 1)
+        known = (Rx == 0) & (Ry == 0)
+        c_inexact = torch.where(known, torch.zeros_like(c), c) if ctx.any(known) else c
+        fm = _fp64_slack(fm, c_inexact, ctx)
+    else:
+        fm = _fp64_slack(fm, c, ctx)
     if c.shape != shape:
         c = c.expand(shape).clone()
     t = Tracked(c, fmt, fm, ctx, taint=taint)
+    # below this the product may underflow, or its contraction with an add into an FMA
+    # may round a subnormal result (its bits reach below the smallest subnormal)
+    thr = underflow_threshold(x.repr_fmt.precision, y.repr_fmt.precision, fmt)
     # a product of values with p1 + p2 <= p significand bits is exact in p bits
     if x.repr_fmt.precision + y.repr_fmt.precision <= fmt.precision:
-        return _underflow_only(t, fmt, f"{fmt} mul (exact)")
+        return _underflow_only(t, fmt, f"{fmt} mul (exact)", thr)
     # a runtime scalar (one element: testing it costs nothing) that is a power of two scales
     # exactly, as a Python number does
     masks = [_pow2_scale(s) for s in (y, x) if s.c.numel() == 1]
     scaled = next((m for m in masks if m is not None), None)
-    return t._round(fmt, f"{fmt} mul", scaled=scaled)
+    return t._round(fmt, f"{fmt} mul", scaled=scaled, tiny_below=thr)
 
 
-def _underflow_only(t: Tracked, fmt, what) -> Tracked:
+def underflow_threshold(pa: int, pb: int, fmt) -> float:
+    """Below what magnitude a product of a p_a-bit and a p_b-bit value may carry an absolute
+    error when it is rounded to ``fmt``, or fused into an FMA whose result is rounded: where
+    it is subnormal in fmt (relative error unbounded there), or where its exact value has
+    bits below fmt's smallest subnormal (its lowest bit is above |x y| 2^-(p_a + p_b)), so
+    that a subnormal result of adding it is inexact."""
+    if not fmt.subnormals:
+        return fmt.min_normal
+    return max(fmt.min_normal, fmt.min_subnormal * 2.0 ** (pa + pb))
+
+
+def _range_only(t: Tracked, fmt, what) -> Tracked:
+    """An exact operation's result: certified against fmt's finite range, nothing added."""
     R = t.radius()
-    tiny = (t.c.abs() - R) < fmt.min_normal
+    ok = (t.c.abs() + R) <= fmt.max_finite
+    t.ctx.record(t.ctx.label(what), "range", str(fmt), f"|value| <= {fmt.max_finite:.6g}", ok, t.c.abs() + R)
+    if t.ctx.all(ok):
+        return t
+    return Tracked(t.c, fmt, t.form, t.ctx, repr_fmt=t.repr_fmt, taint=_or(t.taint, ~ok), pre=t.pre)
+
+
+def _underflow_only(t: Tracked, fmt, what, tiny_below: float | None = None) -> Tracked:
+    R = t.radius()
+    tiny = (t.c.abs() - R) < (fmt.min_normal if tiny_below is None else tiny_below)
     ok = (t.c.abs() + R) <= fmt.max_finite
     label = t.ctx.label(what)
     t.ctx.record(label, "range", str(fmt), f"|value| <= {fmt.max_finite:.6g}", ok, t.c.abs() + R)
@@ -652,6 +690,8 @@ def _exact_fn(x: Tracked, name: str) -> Tracked:
     fm = FM.scale(x.form, g)
     if ctx.any((R > 0)):
         rem = torch.where(R > 0, 0.5 * f.curvature(lo, hi) * R * R, torch.zeros_like(R))
+        if f.image is not None:
+            fm, rem = _image_cap(ctx, fm, rem, f, lo, hi, x.c, c, g.abs() * R)
         fm = FM.add_det(fm, f"{label} (second order)", rem, ctx.condensed)
     if ctx.profile.ftz and name in _FTZ_FLUSH_ABS:
         meets = (lo < F.fp32.min_normal) & (hi > -F.fp32.min_normal) & ((lo != 0) | (hi != 0))
@@ -667,20 +707,51 @@ def _exact_fn(x: Tracked, name: str) -> Tracked:
     return out
 
 
-def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | None = None) -> Tracked:
+def _image_cap(ctx: Context, fm: FM.Form, rem: Tensor, f, lo: Tensor, hi: Tensor, x_c: Tensor, c: Tensor, lin: Tensor):
+    """Cap f's first- and second-order terms by what f can reach over the enclosure
+    (docs/design.md §4.1).  With D = sup |f(x~) - f(c)| over [lo, hi] (``f.image``):
+    the remainder r = f(x~) - f(c) - g e obeys |r| <= D + |g e| <= D + |g| R, a bound
+    that holds with the linear form kept; and where D < |g| R even the first-order
+    term says more than f can do, so the element's whole error is the deterministic D
+    (its symbols dropped: the bound is on f's value, whatever they are).  lo and hi
+    move outward past their float64 rounding (c -+ R is rounded once: 2^-52 of it is
+    more than that ulp) so the endpoints enclose the real interval."""
+    wlo = lo - lo.abs() * 2.0 ** -52
+    whi = hi + hi.abs() * 2.0 ** -52
+    with torch.no_grad():
+        D = f.image(wlo, whi, x_c, c)
+    # comparisons with NaN (an enclosure outside the domain) are false: the bound is kept
+    rem = torch.where(D + lin < rem, D + lin, rem)
+    use_image = D < lin
+    if ctx.any(use_image):
+        fm = FM.masked(fm, ~use_image)
+        rem = torch.where(use_image, D, rem)
+    return fm, rem
+
+
+def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | None = None,
+                   below: float | None = None) -> Tracked:
     """Add the math library's error for ``call`` to an exact function value t; where
-    ``scaled`` is set (a division by a power of two) only the underflow's."""
+    ``scaled`` is set (a division by a power of two) only the underflow's.  ``below``: the
+    function's values lie strictly inside (-below, below), so the error is counted in ulps
+    of values under it (the calibration's unit is the ulp of the exact value's binade).
+    The result is a value of fp32: where the enclosure holds one fp32 value only, that
+    value is exact."""
     ctx = t.ctx
     model = ctx.profile.model(call)
     label = ctx.label(f"{what} ({_ulps_text(model)})")
     if model.b == 0 and model.a <= 0.5:
-        return t._round(F.fp32, f"{what} (correctly rounded)", scaled=scaled)
+        # RN(f(x~)) with f(x~) in t's enclosure: a call is never contracted into an FMA,
+        # so the rounding-to-one-value rule of an explicit cast holds
+        return t._round(F.fp32, f"{what} (correctly rounded)", scaled=scaled)._settle(t)
     R = t.radius()
     mag = t.c.abs() + R
     ok = mag <= F.fp32.max_finite
     ctx.record(label, "range", "fp32", f"|value| <= {F.fp32.max_finite:.6g}", ok, mag)
     taint = t.taint if ctx.all(ok) else _or(t.taint, ~ok)
     ulps = model.ulps(x_abs) if (x_abs is not None and model.b) else model.a
+    if below is not None:
+        mag = torch.clamp(mag, max=_fp32_below(below))
     err = ulps * ulp_bound_fp32(mag)
     if ctx.profile.ftz:
         err = err + F.fp32.min_normal
@@ -690,7 +761,34 @@ def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | Non
         under = tiny * (F.fp32.min_normal if ctx.profile.ftz else F.fp32.min_subnormal / 2)
         err = torch.where(scaled, under, err)
     fm = FM.add_det(t.form, label, err, ctx.condensed)
-    return Tracked(t.c, F.fp32, fm, ctx, taint=taint)
+    return _on_fp32_grid(Tracked(t.c, F.fp32, fm, ctx, taint=taint))
+
+
+def _fp32_below(v: float) -> float:
+    """The largest fp32 value below v (a positive fp32 value); a Python number, so a traced
+    program sees a constant."""
+    return float(np.nextafter(np.float32(v), np.float32(0)))
+
+
+def _on_fp32_grid(t: Tracked) -> Tracked:
+    """t is a math call's result, an fp32 value inside [c - R, c + R]: where that interval
+    holds a single fp32 value v (RU(lo) = RD(hi)), the result is v, exactly (a
+    saturated tanh is 1, so 1 - t*t is 0)."""
+    ctx = t.ctx
+    R = t.radius()
+    lo, hi = t.c - R, t.c + R
+    ok = torch.isfinite(R) & (torch.maximum(lo.abs(), hi.abs()) <= F.fp32.max_finite)
+    if t.taint is not None:
+        ok = ok & ~t.taint
+    if not ctx.any(ok & (R > 0)):
+        return t
+    # lo and hi are rounded float64 values: move them outward first, as _image_cap does
+    up = F.round(lo - lo.abs() * 2.0 ** -52, F.fp32, "up")
+    decided = ok & (up == F.round(hi + hi.abs() * 2.0 ** -52, F.fp32, "down"))
+    if not ctx.any(decided):
+        return t
+    return Tracked(torch.where(decided, up, t.c), F.fp32, FM.masked(t.form, ~decided), ctx,
+                   taint=t.taint)
 
 
 def ulp_bound_fp32(mag: Tensor) -> Tensor:
@@ -721,7 +819,11 @@ def apply(x: Tracked, name: str, call: str | None = None) -> Tracked:
     t = _exact_fn(x, name)
     R = x.radius()
     x_abs = torch.maximum((x.c - R).abs(), (x.c + R).abs())
-    return _library_error(t, call, x_abs, call)
+    # a profile measured in ulps below 1 for functions inside (-1, 1) lets a saturated value
+    # count its error in 2^-24, not the 2^-23 of the binade its float64 centre 1.0 is in
+    below = FUNCTIONS[name].strict_bound if x.ctx.profile.units_below_one else None
+    return _library_error(t, call, x_abs, call, below=below)
+
 
 
 # --------------------------------------------------------------------------- index ops

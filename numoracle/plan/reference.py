@@ -22,6 +22,9 @@ FUNCTIONS = {"exp": "exp", "exp2": "exp", "log": "log", "log2": "log2", "rsqrt":
 _LABEL = re.compile(r"^(.*?) \[([\w<>.]+?):(\d+)(?::(\d+))?(?:@\d+)?(?:<[^\]]*)?\]$")
 _SUM = re.compile(r"^(\w+) sum over (\d+) \((.+) order\)$")
 _DOT = re.compile(r"^(\w+) dot over K=(\d+) \((.+?) order(, rounded products)?\)$")
+# calculus.quant.block_scaled_matmul: per K tile a dot of the codes in this format, scaled,
+# accumulated in fp32 -- one dot on the way to each element, as the kernel's tl.dot loop is
+_BLOCK_DOT = re.compile(r"^block-scaled fp8 matmul over K=(\d+) \((\w+) tile dots, ")
 _ARITH = re.compile(r"^(\w+) (add|sub|mul)$")
 _ROUND = re.compile(r"^round to (\w+) \(\.to\)$")
 _CALL = re.compile(r"^([\w]+) \((?:[\d.+|x]+ ulp|[\d.]+\+[\d.]+\|x\| ulp|correctly rounded)\)$")
@@ -75,6 +78,9 @@ def classify(label: str, kind: str, fmt: str, file, line, col) -> RefSite | None
     elif (mm := _DOT.match(what)):
         s.kind, s.fmt = "dot", mm.group(1)
         s.detail.update(k=int(mm.group(2)), order=_order(mm.group(3)), rounded_products=bool(mm.group(4)))
+    elif (mm := _BLOCK_DOT.match(what)):
+        s.kind, s.fmt = "dot", mm.group(2)
+        s.detail.update(k=int(mm.group(1)), order="any", rounded_products=False)
     elif (mm := _CALL.match(what)):
         name = mm.group(1)
         if name == "division":
@@ -118,12 +124,12 @@ class ReferencePlan:
         "dot": ..., "integer": ...}``)."""
         import torch
         out = self.outputs[i]
-        labels = out["labels"]
-        if labels and not any(bool(m.any()) for m in labels.values()):
-            # every element's value is decided exactly in its format (the calculus settles a cast
-            # whose whole enclosure rounds to one value), which zeroes the terms: count the
-            # sites the output's form names instead
-            labels = {k: torch.ones_like(m) for k, m in labels.items()}
+        # a site the output's form names whose term is zero on every element is on the output's
+        # path but exact there: a cast the calculus settles (its whole enclosure rounds to one
+        # value), or the rounding of a value known exactly that its format holds (MX operands,
+        # codes times a power of two, cast to bf16): count it for every element, as a site
+        # the form names
+        labels = {k: (m if bool(m.any()) else torch.ones_like(m)) for k, m in out["labels"].items()}
         groups: dict = {}
         for label, mask in labels.items():
             site = self.site(label)
