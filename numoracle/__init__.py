@@ -35,8 +35,11 @@ __all__ = [
     "sum", "mean", "max", "min", "logsumexp", "matmul", "where", "maximum", "minimum", "clamp",
     "gather", "cat", "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh",
     "erf", "sin", "cos", "reciprocal", "div", "mul", "div_rn", "quantize_group", "quantize_mx",
-    "quantize_nvfp4", "dequantize", "operators",
+    "quantize_nvfp4", "dequantize", "operators", "Operator", "Domain", "operator",
 ]
+
+# the operator declaration (docs/design.md §3.1), from the registry package on first use
+_FROM_OPERATORS = ("Operator", "Domain", "operator")
 
 
 def __getattr__(name):
@@ -44,4 +47,7 @@ def __getattr__(name):
     if name == "operators":
         import importlib
         return importlib.import_module(__name__ + ".operators")
+    if name in _FROM_OPERATORS:
+        import importlib
+        return getattr(importlib.import_module(__name__ + ".operators"), name)
     raise AttributeError(f"module 'numoracle' has no attribute {name!r}")
