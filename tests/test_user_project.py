@@ -82,6 +82,14 @@ def test_check_accepts_the_user_kernel(project):
     assert res["counterexample"] is None
 
 
+def test_fuzz_with_a_time_budget_prints_one_json_document(project):
+    # Hypothesis, seeding a run itself, reported "You can reproduce this failure by adding
+    # @seed(...)" on stdout when the time budget stopped it
+    rc, out, err = numoracle(project, "fuzz", OP, "--seconds", "1", "--database", "none", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["exit_reason"] == "time budget"
+
+
 def test_a_planted_fault_is_rejected_shrunk_saved_and_its_replay_passes_once_fixed(project):
     rc, out, err = numoracle(project, "check", OP, "--kernel", FAULTY, "--quiet")
     assert rc == 1, out + err
