@@ -2,7 +2,7 @@
 interpreter through the references of tests/third_party/fla_ops.py: accepted in both modes
 on every input group, and a kernel output moved off its rounding is rejected (the
 references are narrow enough to see it).  Skipped when fla-core is not installed.  The
-full sweep is tests/third_party/sweep_fla.py (docs/results/2026-12-01-third-party-fla.md)."""
+full sweep is tests/third_party/sweep_fla.py (docs/results/2026-12-02-third-party-fla.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Judge flash-linear-attention's kernels (``fla_ops``) across every input-shift group, in
 bf16, fp16 and fp32, in both modes, on the repaired interpreter; print a table and write the
-counts as JSON (docs/results/2026-12-01-third-party-fla.md).  From the repository root:
+counts as JSON (docs/results/2026-12-02-third-party-fla.md).  From the repository root:
 
     python tests/third_party/sweep_fla.py --drawn 150 --out docs/results/2026-12-01-third-party-fla.json
     python tests/third_party/sweep_fla.py --drawn 50 --autotune-config last \
