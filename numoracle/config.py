@@ -83,6 +83,18 @@ def _probability(name: str):
     return check
 
 
+def _seconds(name: str):
+    def check(v):
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            f = float("nan")
+        if isinstance(v, bool) or not (f >= 0 and f != float("inf")):
+            raise InvalidArgument(f"{name}={v!r}: expected a finite number of seconds >= 0 (0: no limit).")
+        return f
+    return check
+
+
 def _optional_text(name: str):
     def check(v):
         if v is None or (isinstance(v, str) and v.strip() == ""):
@@ -130,6 +142,17 @@ FIELDS = (
     Field("p", 1e-6,
           "the statistical mode's false-alarm budget per verdict",
           _probability("p")),
+    Field("isolate", False,
+          "run kernels in a supervised worker process (numoracle.runner.worker): a kernel that crashes, exits or "
+          "hangs in C is that case's outcome (a crash, a timeout), not the end of the run.  The command line "
+          "turns it on for fuzz, campaign, mutate, stress-tolerances and replay (--no-isolate turns it off); "
+          "in-process runs bound hangs in Python only",
+          _flag("isolate"), env="NUMORACLE_ISOLATE"),
+    Field("kernel_timeout", 60.0,
+          "the per-case kernel time limit in seconds where a caller gives none (the studies, replay): a kernel "
+          "past it is a timeout outcome (in the worker process it is killed; in-process the alarm interrupts "
+          "Python code only); 0 for none",
+          _seconds("kernel_timeout")),
     Field("autotune_config", None,
           "which config an autotuned kernel runs on the interpreter backend (no benchmarking there): an index "
           "('1') or keyword values ('BLOCK_SIZE=128,num_warps=4'); None for the first",

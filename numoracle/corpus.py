@@ -157,11 +157,38 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _clean_stale(directory: Path) -> None:
+    """Remove the temporary directories of saves whose process is gone (a killed run):
+    their name ends in the saving process's pid."""
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return
+    for e in entries:
+        if not e.name.startswith(".tmp-"):
+            continue
+        pid = e.name.rpartition("-")[2]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            shutil.rmtree(e, ignore_errors=True)
+
+
 def save(corpus, op, kernel_spec: str, outcome, *, backend: str, mode: str, expect: str = "accept",
          kernel=None, kernel_config=None) -> Path:
-    """Save a confirmed reject (an Outcome with inputs, params, outputs, verdict)
-    and return the case directory.  The verdict is recomputed in both modes."""
-    from .check import check
+    """Save a finding (an Outcome with inputs and params: a confirmed reject or NaN with its
+    outputs, or a kernel error, timeout or crash without them) and return the case
+    directory.  The verdict is recomputed in both modes where there are outputs; the
+    finding's status, message and failure class are recorded under ``finding``."""
+    from .check import check, evaluate
     if expect not in ("accept", "reject"):
         raise InvalidArgument(f"expect={expect!r}: expected 'accept' (a bug to fix: the replayed case passes "
                               f"once the kernel is accepted) or 'reject' (an oracle regression: must stay rejected).")
@@ -172,14 +199,25 @@ def save(corpus, op, kernel_spec: str, outcome, *, backend: str, mode: str, expe
         arrays[f"input{i}"] = arr
         in_recs.append({"name": names[i] if i < len(names) else f"arg{i}", "key": f"input{i}", **rec})
     outs = _outputs_list(outcome.outputs) if outcome.outputs is not None else []
+    judged = getattr(outcome, "status", "reject") in ("reject", "nan", "statistical_only", "uncertified", "accept")
+    if not judged:
+        # a kernel error: its outputs (wrong shape, dtype, ...) are kept where they are tensors,
+        # for a replay of the saved outputs to meet the same error; they are not judged here
+        outs = outs if all(isinstance(t, torch.Tensor) and t.device.type != "meta" for t in outs) else []
+    out_names = list(getattr(op.reference, "output_names", None) or ())
     for j, t in enumerate(outs):
         arr, rec = _to_raw(t)
         arrays[f"output{j}"] = arr
-        out_recs.append({"key": f"output{j}", **rec})
+        out_recs.append({"name": out_names[j] if j < len(out_names) else f"out{j}", "key": f"output{j}", **rec})
     cid = case_id(op.name, kernel_spec, arrays)
     final = Path(corpus) / op.name / slug(kernel_spec) / cid
-    verdicts = {m: check(op.reference, outs, outcome.inputs, outcome.params, mode=m, backend=backend)
-                for m in ("statistical", "fixed")}
+    if outs and judged:
+        verdicts = {m: check(op.reference, outs, outcome.inputs, outcome.params, mode=m, backend=backend)
+                    for m in ("statistical", "fixed")}
+        certificate = verdicts["fixed"].certificate.to_dict()
+    else:                   # the kernel returned nothing: the reference's certificate on these inputs
+        verdicts = {}
+        certificate = evaluate(op.reference, outcome.inputs, outcome.params, backend=backend).certificate().to_dict()
     case = outcome.case
     meta = {
         "schema": SCHEMA, "id": cid, "op": op.name, "operator": op.spec,
@@ -192,13 +230,16 @@ def save(corpus, op, kernel_spec: str, outcome, *, backend: str, mode: str, expe
         "versions": versions(), "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "verdict": {m: _verdict_summary(v) for m, v in verdicts.items()},
         "failure_class": list(outcome.failure_class) if outcome.failure_class else None,
-        "certificate": verdicts["fixed"].certificate.to_dict(),
+        "finding": {"status": getattr(outcome, "status", "reject"), "error": getattr(outcome, "error", None) or None,
+                    "traceback": getattr(outcome, "traceback", "") or None},
+        "certificate": certificate,
         "expect": expect,
         "replay": f"numoracle replay {final}",
     }
     if final.exists():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
+    _clean_stale(final.parent)
     tmp = final.parent / f".tmp-{cid}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)

@@ -11,6 +11,7 @@ it are *tainted* and end up ``uncertified`` rather than judged (docs/design.md Â
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import sys
@@ -48,6 +49,50 @@ class SiteRecord:
                     holds=self.violations == 0)
 
 
+@dataclass(frozen=True)
+class SiteOrigin:
+    """Where a site was made: its label, kind and format as recorded, and the position in the
+    reference program that made it (column where Python knows it), for ``numoracle.plan``,
+    which matches a reference's sites with a kernel's compiled plan."""
+    label: str
+    kind: str
+    fmt: str
+    file: str | None
+    line: int | None
+    col: int | None
+
+
+def _program_frame(f):
+    """The first frame outside numoracle's own modules (reference programs in
+    numoracle/operators count as outside)."""
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_HERE) \
+            and "operators" not in f.f_code.co_filename:
+        f = f.f_back
+    return f
+
+
+def _position(f) -> str:
+    """fn:line:col@instruction of a program frame, then "<" and its callers' positions up to the
+    frame that called into the program from numoracle (``label`` with ``columns``)."""
+    parts = []
+    while f is not None and (not os.path.abspath(f.f_code.co_filename).startswith(_HERE)
+                             or "operators" in f.f_code.co_filename):
+        col = _column(f)
+        # the instruction offset tells apart two operations that start at one column (a * b * c)
+        parts.append(f"{f.f_code.co_name}:{f.f_lineno}" + (f":{col}" if col is not None else "")
+                     + f"@{f.f_lasti}")
+        f = f.f_back
+    return "<".join(parts)
+
+
+def _column(f):
+    """The column of the expression a frame is evaluating (None before Python 3.11)."""
+    try:
+        return next(itertools.islice(f.f_code.co_positions(), f.f_lasti // 2, None))[2]
+    except (AttributeError, StopIteration):
+        return None
+
+
 @dataclass
 class TracedSite:
     """A site seen under torch.compile: its place in the program only (the
@@ -64,6 +109,12 @@ class Context:
     ftz_arith: bool = False
     symbols: dict = field(default_factory=dict)   # key -> (prov, label)
     sites: list = field(default_factory=list)
+    origins: list = field(default_factory=list)   # SiteOrigin per site, in the order made
+    # numoracle.plan reads which elements each site reaches: labels carry the column and the
+    # callers too (two sites of one line, or two calls of one helper, stay apart), and casts
+    # do not settle (settling zeroes the terms)
+    columns: bool = False
+    settle: bool = True
     # traced: the program runs under torch.compile (see ``numoracle.compiled``).  Every
     # data-dependent shortcut then takes its general path, which computes the same values
     # (the shortcut only skips adding zeros), and sites record only their place.
@@ -94,12 +145,17 @@ class Context:
             f = f.f_back
         if f is None:
             return what
+        if self.columns:
+            return f"{what} [{_position(f)}]"
         return f"{what} [{f.f_code.co_name}:{f.f_lineno}]"
 
     def record(self, label, kind, fmt, limit, ok: Tensor, worst: Tensor) -> None:
         if self.traced:
             self.sites.append(TracedSite(label, kind))
             return
+        f = _program_frame(sys._getframe(1))
+        self.origins.append(SiteOrigin(label, kind, fmt, f.f_code.co_filename if f else None,
+                                       f.f_lineno if f else None, _column(f) if f else None))
         ok_all = bool(ok.all())
         w = float(worst.max()) if worst.numel() else 0.0
         self.sites.append(SiteRecord(label, kind, fmt, limit, int(ok.numel()),
@@ -372,6 +428,8 @@ class Tracked:
         explicit casts settle (a rounded product may be contracted into an
         FMA and skip its rounding); the enclosure is the fixed-input one, so
         this holds in both modes."""
+        if not self.ctx.settle:
+            return self
         fmt = self.fmt
         R = src.radius()
         lo, hi = src.c - R, src.c + R

@@ -1,5 +1,6 @@
 """The ``numoracle`` command line (also ``python -m numoracle``).  Exit codes: 0 nothing
-found, 1 a counterexample / violation, 2 usage or input error.
+found, 1 a counterexample / violation, 2 usage or input error; a run ended by SIGINT or
+SIGTERM says so with 130 or 143, after its summary.
 
 One module per command, each with ``add_arguments(parser)`` and ``run(args) -> exit
 code`` (``SUMMARIES`` holds each command's one-line help, so that listing the commands
@@ -27,6 +28,7 @@ COMMANDS = {
     "report": "report",
     "calibrate": "calibrate",
     "workers": "workers",
+    "plan": "plan",
 }
 # one line each, for the list of commands (the module gives the rest when it runs)
 SUMMARIES = {
@@ -40,6 +42,7 @@ SUMMARIES = {
     "report": "HTML and Markdown report of a campaign directory",
     "calibrate": "measure math-library errors and write a profile",
     "workers": "start this host's Dask workers (one per GPU, pinned) and block",
+    "plan": "the kernel's precision plan from its compiled Triton IR (no GPU), checked against the reference",
 }
 
 
@@ -78,11 +81,19 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return 2 if exc.code else 0
+    from ..runner.execute import UserInterrupt, interrupts
     try:
-        return args.func(args)
+        # SIGINT and SIGTERM end a run with its summary; what a command does not catch
+        # ends here with the shell's code for the signal
+        with interrupts():
+            return args.func(args)
     except (InvalidArgument, NumoracleError) as exc:
         print(f"numoracle: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:
+        code = exc.exit_code if isinstance(exc, UserInterrupt) else 130
+        print(f"numoracle: interrupted ({'SIGTERM' if code == 143 else 'SIGINT'})", file=sys.stderr)
+        return code
 
 
 __all__ = ["COMMANDS", "build_parser", "main"]

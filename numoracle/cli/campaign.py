@@ -31,6 +31,8 @@ def add_arguments(p) -> None:
     p.add_argument("--chunk", type=common.positive_int, default=None,
                    help="cases per work unit of the correct stage (default: one unit per kernel and input group)")
     p.add_argument("--report", action="store_true", help="write report.html and report.md at the end")
+    common.add_isolate(p)
+    common.add_timeout(p)
     common.add_json(p)
     common.add_executor(p)
 
@@ -45,12 +47,13 @@ def run(args) -> int:
     from ..studies.executors import wants_executor
     # the correct stage as units on local processes or Dask, or in this process
     executor = args.executor if wants_executor(args) else "inline"
-    data = campaign(args.out, backend=args.backend, size="quick" if args.quick else "full",
-                    ops=[o for o in args.ops.split(",") if o] or None, stages=stages,
-                    mutation_ops=[o for o in args.mutation_ops.split(",") if o] or None,
-                    overrides={"correct": args.cases, "replays": args.replay_cases, "mutation": args.mutation_cases,
-                               "max_mutants": args.max_mutants, "mutation_seconds": args.mutation_seconds},
-                    executor=executor, scheduler=args.scheduler, workers=args.workers, chunk=args.chunk)
+    with common.isolation(args):
+        data = campaign(args.out, backend=args.backend, size="quick" if args.quick else "full",
+                        ops=[o for o in args.ops.split(",") if o] or None, stages=stages,
+                        mutation_ops=[o for o in args.mutation_ops.split(",") if o] or None,
+                        overrides={"correct": args.cases, "replays": args.replay_cases, "mutation": args.mutation_cases,
+                                   "max_mutants": args.max_mutants, "mutation_seconds": args.mutation_seconds},
+                        executor=executor, scheduler=args.scheduler, workers=args.workers, chunk=args.chunk)
     if args.report:
         write(args.out)
     h = headline(data)

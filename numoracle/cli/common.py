@@ -134,6 +134,28 @@ def params(args, op) -> dict:
     return out
 
 
+def add_isolate(p, default: bool = True) -> None:
+    import argparse
+    p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=default,
+                   help="run kernels in a supervised worker process: a kernel that crashes, exits or hangs (in C "
+                        "too) is that case's outcome, not the end of the run (--no-isolate: in this process, "
+                        "where only hangs in Python are bounded)")
+
+
+def add_timeout(p, default: float = 60.0) -> None:
+    p.add_argument("--timeout", type=seconds, default=default,
+                   help="per-case kernel time limit in seconds (a kernel past it is a timeout outcome)")
+
+
+def isolation(args):
+    """The settings block the command's kernels run under (--isolate / --no-isolate, --timeout)."""
+    from ..config import settings
+    changes = {"isolate": bool(getattr(args, "isolate", False))}
+    if getattr(args, "timeout", None) is not None:
+        changes["kernel_timeout"] = args.timeout
+    return settings(**changes)
+
+
 def add_executor(p) -> None:
     from ..studies.executors import add_arguments
     add_arguments(p)

@@ -30,6 +30,8 @@ def add_arguments(p) -> None:
                    help="runs the tuned tolerance is fitted on")
     p.add_argument("--seconds", type=common.seconds, default=None,
                    help="stop starting mutants after this many seconds (default: no limit)")
+    common.add_isolate(p)
+    common.add_timeout(p)
     common.add_json(p)
     common.add_out(p)
 
@@ -47,11 +49,12 @@ def run(args) -> int:
     groups = common.groups(args)
     deadline = time.time() + args.seconds if args.seconds else None
     progress = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
-    c = run_campaign(args.op, backend=args.backend, dtype=args.dtype, groups=groups,
-                     per_group=args.cases_per_group, rows=args.rows, cols=args.cols, seed=args.seed,
-                     max_mutants=args.max_mutants, kinds=kinds, k_ulp=args.k_ulp,
-                     n_cal=args.calibration_runs, progress=progress, deadline=deadline,
-                     params=common.params(args, operators.resolve(args.op)))
+    with common.isolation(args):
+        c = run_campaign(args.op, backend=args.backend, dtype=args.dtype, groups=groups,
+                         per_group=args.cases_per_group, rows=args.rows, cols=args.cols, seed=args.seed,
+                         max_mutants=args.max_mutants, kinds=kinds, k_ulp=args.k_ulp,
+                         n_cal=args.calibration_runs, progress=progress, deadline=deadline,
+                         params=common.params(args, operators.resolve(args.op)))
     d = c.to_dict()
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:

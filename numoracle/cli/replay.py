@@ -17,6 +17,8 @@ def add_arguments(p) -> None:
     p.add_argument("--saved-outputs", action="store_true",
                    help="re-judge the outputs saved with each case instead of re-running its kernel")
     common.add_backend(p, default=None)
+    common.add_isolate(p)
+    common.add_timeout(p, default=120.0)
     p.add_argument("--brief", action="store_true", help="no explanation of the first reject")
     common.add_json(p)
 
@@ -46,7 +48,9 @@ def run(args) -> int:
         raise InvalidArgument(f"no corpus cases under {args.paths}; expected directories holding case.json.")
     results = []
     for p in paths:
-        r = replay(p, kernel=args.kernel, backend=args.backend, saved_outputs=args.saved_outputs)
+        with common.isolation(args):
+            r = replay(p, kernel=args.kernel, backend=args.backend, saved_outputs=args.saved_outputs,
+                       timeout=args.timeout)
         results.append(r)
         if not args.json:
             print(_line(r), flush=True)

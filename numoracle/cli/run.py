@@ -7,7 +7,7 @@ import json
 
 from . import common
 
-STATUS_COLUMNS = ("cases", "accept", "reject", "statistical_only", "uncertified", "error", "nan", "timeout")
+STATUS_COLUMNS = ("cases", "accept", "reject", "statistical_only", "uncertified", "error", "nan", "timeout", "crash")
 
 
 def add_arguments(p, command: str) -> None:
@@ -33,9 +33,8 @@ def add_arguments(p, command: str) -> None:
     p.add_argument("--expect", default="accept", choices=("accept", "reject"),
                    help="what a replay of the saved case as a pytest item must give: 'accept' (a bug to fix) "
                         "or 'reject' (an oracle regression case for a known-faulty kernel)")
-    p.add_argument("--timeout", type=common.seconds, default=60.0, help="per-case kernel time limit in seconds")
-    p.add_argument("--isolate", action="store_true",
-                   help="run the kernel in a worker process killed at the time limit (GPU hangs)")
+    common.add_timeout(p)
+    common.add_isolate(p, default=command == "fuzz")
     p.add_argument("--no-shrink", action="store_true", help="save the counterexample as found, unshrunk")
     p.add_argument("--shrink-seconds", type=common.seconds, default=30.0, help="time budget of the shrinking")
     if command == "fuzz":
@@ -81,11 +80,11 @@ def run(args, command: str) -> int:
                      max_rows=None if args.rows else max_rows, max_cols=None if args.cols else max_cols,
                      params=choices)
     corpus = None if args.no_save else args.corpus
-    res = fuzz(op, args.kernel, backend=args.backend, mode=args.mode, max_examples=max(examples, 1) if examples else 1,
-               seconds=seconds, strategy=strategy, explicit=explicit, seed=args.seed, database=database,
-               timeout=args.timeout, isolate=args.isolate, shrink=not args.no_shrink,
-               shrink_seconds=args.shrink_seconds, corpus=corpus, expect=args.expect,
-               progress=not args.json and not args.quiet)
+    with common.isolation(args):
+        res = fuzz(op, args.kernel, backend=args.backend, mode=args.mode, max_examples=max(examples, 1) if examples else 1,
+                   seconds=seconds, strategy=strategy, explicit=explicit, seed=args.seed, database=database,
+                   timeout=args.timeout, shrink=not args.no_shrink, shrink_seconds=args.shrink_seconds,
+                   corpus=corpus, expect=args.expect, progress=not args.json and not args.quiet)
     if args.json:
         print(json.dumps(res.to_dict(), indent=2, default=str))
         return res.exit_code()
@@ -110,16 +109,32 @@ def print_result(res) -> None:
         print(f"  {o.status}: {o.case!r}: {o.error or 'NaN/inf where the reference is finite'}")
     for o in res.statistical_only[:3]:
         print(f"  statistical-only (not a counterexample): {o.case!r}")
+    for w in res.warnings:
+        print(f"  warning: {w}")
+    if res.memory:
+        m = res.memory
+        print(f"  memory ({res.isolation}): {m['start_mb']:.0f} -> {m['end_mb']:.0f} MiB over {m['cases']} cases "
+              f"(peak {m['peak_mb']:.0f})")
+    if res.isolation.startswith("in-process:"):
+        print(f"  kernels ran {res.isolation}")
     ce = res.counterexample
     if ce is not None:
         shape = " x ".join(str(list(x.shape)) for x in ce.inputs if hasattr(x, "shape"))
+        what = "Counterexample" if ce.status == "reject" else f"Finding ({ce.status})"
         print()
-        print(f"Counterexample found by {res.shrunk_from!r}")
+        print(f"{what} found by {res.shrunk_from!r}")
         print(f"shrunk in {res.shrink_evaluations} evaluations ({res.shrink_seconds:.1f}s) to inputs {shape}, "
               f"failure class {list(ce.failure_class) if ce.failure_class else None}")
-        print(ce.verdict.explain())
+        print(ce.explain())
         if res.saved:
             print(f"Saved: {res.saved}")
+            print(f"Replay: numoracle replay {res.saved}")
+        elif res.save_error:
+            if ce.case is not None:
+                print(f"Not saved; the case as drawn: {json.dumps(ce.case.to_dict(), default=str)}")
+            print(f"error: {res.save_error}")
+    if res.exit_reason in ("interrupted", "terminated"):
+        print(f"  run {res.exit_reason}: exit code {res.exit_code()}")
 
 
 __all__ = ["add_arguments", "run"]

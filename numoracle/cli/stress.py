@@ -29,6 +29,8 @@ def add_arguments(p) -> None:
                    help="cases per group for faulty kernels and mutants")
     p.add_argument("--corpus", default="corpora-stress", help="where falsifying inputs are saved ('' to skip)")
     common.add_seed(p)
+    common.add_isolate(p)
+    common.add_timeout(p)
     common.add_json(p)
     common.add_out(p)
 
@@ -51,12 +53,13 @@ def run(args) -> int:
     from .. import operators
     from ..studies.stress import stress
     atols, rtols = _configs(args)
-    report = stress(args.op, atols=atols, rtols=rtols, backend=args.backend, dtype=args.dtype,
-                    groups=common.groups(args), examples=args.examples, max_rows=args.max_rows,
-                    max_cols=args.max_cols, mutants=args.mutants, fault_cases=args.fault_cases,
-                    corpus=args.corpus or None, seed=args.seed,
-                    params=common.params(args, operators.resolve(args.op)),
-                    log=None if args.json else (lambda s: print(s, file=sys.stderr, flush=True)))
+    with common.isolation(args):
+        report = stress(args.op, atols=atols, rtols=rtols, backend=args.backend, dtype=args.dtype,
+                        groups=common.groups(args), examples=args.examples, max_rows=args.max_rows,
+                        max_cols=args.max_cols, mutants=args.mutants, fault_cases=args.fault_cases,
+                        corpus=args.corpus or None, seed=args.seed,
+                        params=common.params(args, operators.resolve(args.op)),
+                        log=None if args.json else (lambda s: print(s, file=sys.stderr, flush=True)))
     configs, saved, numoracle_fa = report["configurations"], report["saved_cases"], report["numoracle_rejects_on_correct"]
     faults = report["faulty_and_mutants"]
     if args.out:

@@ -84,6 +84,7 @@ def pick_outputs(f, pick: str | None):
         out = f(*args, **params)
         return tuple(out[i] for i in idx) if len(idx) > 1 else out[idx[0]]
     kernel.__name__ = f.__name__
+    kernel.__numoracle_picks__ = (f, pick)       # how a worker process makes it again (runner.worker)
     return kernel
 
 

@@ -1,7 +1,13 @@
 """The fuzzing loop: Hypothesis draws cases, each is judged, ``target()``
-steers toward the edge of the acceptance region, and the first confirmed
-reject is shrunk (Hypothesis on the structure, then ``shrink.minimize`` on
-the elements), confirmed in fixed-input mode and saved to the corpus.
+steers toward the edge of the acceptance region, and the first finding - a
+confirmed reject, NaN/inf where the reference is finite, a kernel error, a
+timeout or a crash - is shrunk (Hypothesis on the structure, then
+``shrink.minimize`` on the elements, keeping its failure class) and saved to the
+corpus.  If it cannot be saved, the result still holds it, with the reason.
+
+Kernels run in the supervised worker process (``runner.worker``) when
+``isolate`` (default ``settings.isolate``) and the kernel can be named there;
+the result says where they ran, and the worker's memory, case by case.
 
 Budgets: ``max_examples`` (Hypothesis's count), ``seconds`` (wall clock for
 the search; shrinking has its own ``shrink_seconds``).  The exit reason says
@@ -13,6 +19,7 @@ saved there before drawing new cases.
 from __future__ import annotations
 
 import random
+import signal
 import sys
 import time
 
@@ -21,9 +28,9 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from .. import backends
 from ..strategies.cases import cases as cases_strategy
-from .execute import Isolated, judge, run_case
+from .execute import UserInterrupt, judge, run_case
 from .kernels import resolve
-from .outcomes import RunResult
+from .outcomes import MemoryWatch, RunResult
 from .shrink import input_roles, minimize
 
 
@@ -57,7 +64,7 @@ class Progress:
         el = now - result.started
         line = (f"[{self.label}] {t.cases} cases {t.cases / el if el > 0 else 0:.1f}/s  rejects {t.reject}"
                 f"  statistical-only {t.statistical_only}  uncertified {t.uncertified}  errors {t.error}"
-                f"  nan {t.nan}  timeouts {t.timeout}  {el:.0f}s{('  ' + note) if note else ''}")
+                f"  nan {t.nan}  timeouts {t.timeout}  crashes {t.crash}  {el:.0f}s{('  ' + note) if note else ''}")
         if self.tty:
             self.stream.write("\r\x1b[2K" + line)
         else:
@@ -70,24 +77,38 @@ class Progress:
             self.stream.flush()
 
 
+def _interrupt_reason(exc: BaseException) -> str:
+    return "terminated" if isinstance(exc, UserInterrupt) and exc.signum == signal.SIGTERM else "interrupted"
+
+
 def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max_examples=100,
          seconds=None, strategy=None, explicit=(), seed=None, derandomize=False, database=None,
-         timeout=60.0, isolate=False, shrink=True, shrink_seconds=30.0, corpus=None, expect="accept",
+         timeout=60.0, isolate=None, shrink=True, shrink_seconds=30.0, corpus=None, expect="accept",
          progress=None, stop_on_first=True) -> RunResult:
     """Fuzz ``kernel`` of operator ``op`` and return a :class:`RunResult`.
 
     ``strategy``: a ``cases(...)`` strategy (default ``cases(op)``);
     ``explicit``: cases judged first (``check`` passes one per input group);
-    ``corpus``: a directory to save the shrunk, confirmed counterexample in."""
+    ``corpus``: a directory to save the shrunk finding in;
+    ``isolate``: run the kernel in the supervised worker process (default ``settings.isolate``)."""
     from .. import operators
+    from ..config import settings as _settings
+    from .worker import recipe_of
     backend = backends.select(backend)
     device = backend.device
     op = operators.resolve(op)
     kfn, kspec = resolve(op, kernel)
-    isolated = Isolated(op.spec or op.name, kspec, backend, device) if isolate else None
+    isolate = _settings.default.isolate if isolate is None else bool(isolate)
     strategy = strategy if strategy is not None else cases_strategy(op)
     result = RunResult(op.name, kspec, backend.name, mode)
-    kw = dict(backend=backend, mode=mode, timeout=timeout, device=device, isolated=isolated)
+    if isolate and recipe_of(kfn) is None:
+        isolate = False
+        result.isolation = ("in-process: the kernel cannot be imported by name in a worker process (define it at "
+                            "the top level of a module other than __main__)")
+    elif isolate:
+        result.isolation = "worker"
+    kw = dict(backend=backend, mode=mode, timeout=timeout, device=device, isolate=isolate)
+    memory = MemoryWatch()
     memo: dict = {}
     state = {"phase": "search", "deadline": None if seconds is None else time.time() + seconds,
              "found": None, "shrink_deadline": None}
@@ -110,23 +131,28 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
                 raise _BudgetSpent()
             out = evaluate_case(case)
             result.record(out, case.group)
+            leak = memory.add(out.rss_mb)
+            if leak:
+                result.warnings.append(leak)
+                if progress:
+                    progress.stream.write(("\n" if progress.tty else "") + f"warning: {leak}\n")
             if out.status == "statistical_only" and len(result.statistical_only) < 20:
                 result.statistical_only.append(out)
-            if out.status in ("error", "nan", "timeout") and len(result.errors) < 20:
+            if out.status in ("error", "nan", "timeout", "crash") and len(result.errors) < 20:
                 result.errors.append(out)
             if progress:
                 progress.update(result)
             if out.score is not None:
                 target(out.score, label="excess/width")
-            if out.status == "reject" and stop_on_first:
-                state["found"] = out.failure_class
+            if out.is_finding and stop_on_first:
+                state["found"] = (out.status, out.failure_class)
                 state["phase"] = "shrink"
                 state["shrink_deadline"] = time.time() + shrink_seconds
                 raise _Counterexample(out)
             if out.status == "reject" and len(result.other_rejects) < 20:
                 result.other_rejects.append(out)
             return
-        # shrinking (Hypothesis's, on the structure): the same failure class only;
+        # shrinking (Hypothesis's, on the structure): the same status and failure class only;
         # past its budget, only cases already seen can fail again, so the final
         # replay of the shrunk example still fails and nothing new is run.
         if case not in memo and time.time() > state["shrink_deadline"]:
@@ -135,7 +161,7 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
         result.shrink_evaluations += 1
         if progress:
             progress.update(result, note="shrinking")
-        if out.status == "reject" and out.failure_class == state["found"]:
+        if (out.status, out.failure_class) == state["found"]:
             raise _Counterexample(out)
 
     phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target]
@@ -168,18 +194,17 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
         result.exit_reason = "first counterexample"
     except _BudgetSpent:
         result.exit_reason = "time budget"
-    except KeyboardInterrupt:
-        result.exit_reason = "interrupted"
+    except KeyboardInterrupt as exc:
+        result.exit_reason = _interrupt_reason(exc)
     except BaseException as exc:       # Hypothesis wraps errors from explicit examples
         inner = getattr(exc, "exceptions", None)
         hit = [e for e in (inner or []) if isinstance(e, _Counterexample)]
         if not hit:
-            if isolated is not None:
-                isolated.close()
             raise
         found = hit[0].outcome
         result.exit_reason = "first counterexample"
     result.elapsed = time.time() - result.started
+    result.memory = memory.summary()
     if found is not None:
         result.counterexample = found
         result.shrunk_from = found.case
@@ -192,20 +217,26 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
 
             def evaluate(inputs):
                 return judge(op, kfn, inputs, found.params, cfg, case=found.case, **kw)
-            best, used = minimize(evaluate, found, roles=roles, cols_multiple_of=op.domain.cols_multiple_of,
-                                  min_rows=op.domain.rows[0], min_cols=op.domain.cols[0],
-                                  seconds=shrink_seconds)
+            try:
+                best, used = minimize(evaluate, found, roles=roles, cols_multiple_of=op.domain.cols_multiple_of,
+                                      min_rows=op.domain.rows[0], min_cols=op.domain.cols[0],
+                                      seconds=shrink_seconds)
+            except KeyboardInterrupt as exc:  # an interrupt while shrinking keeps what was found
+                best, used = found, 0
+                result.exit_reason = _interrupt_reason(exc)
             result.counterexample = best
             result.shrink_evaluations += used
             result.shrink_seconds = time.time() - t0
         if corpus is not None:
             from .. import corpus as C
-            result.saved = str(C.save(corpus, op, kspec, result.counterexample, backend=backend.name, mode=mode,
-                                      expect=expect, kernel=kfn, kernel_config=dict(found.case.config)))
-            result.counterexample.verdict.replay = result.saved
+            try:
+                result.saved = str(C.save(corpus, op, kspec, result.counterexample, backend=backend.name, mode=mode,
+                                          expect=expect, kernel=kfn, kernel_config=dict(found.case.config)))
+            except Exception as exc:  # noqa: BLE001 - the finding stays in the result, with why it was not saved
+                result.save_error = f"could not save the case to {corpus}: {type(exc).__name__}: {exc}"
+            if result.saved and result.counterexample.verdict is not None:
+                result.counterexample.verdict.replay = result.saved
     if progress:
         progress.update(result, force=True)
         progress.done()
-    if isolated is not None:
-        isolated.close()
     return result

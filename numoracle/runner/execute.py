@@ -1,34 +1,73 @@
 """One case: kernel on the backend (on clones of the inputs: several upstream
-kernels work in place), reference, verdict.  A kernel that raises, returns
-NaN where the reference is finite, or does not return within the per-case
-limit is an outcome, never the end of the run (docs/design.md §9).
+kernels work in place), reference, verdict.  Whatever the kernel does - raise (any
+exception, ``SystemExit`` and ``KeyboardInterrupt`` included), return NaN where the
+reference is finite, hang past the per-case limit, crash its process - is that case's
+outcome, never the end of the run (docs/design.md §9).
 
-The per-case limit is a SIGALRM watchdog in the main thread: the Triton
-interpreter runs the kernel as Python, so the alarm interrupts it between
-bytecodes.  A GPU kernel that hangs blocks inside CUDA where no signal
-reaches Python; for that, ``Isolated`` runs kernels in a worker process that
-is killed at the limit.
+In this process the limit is a SIGALRM watchdog in the main thread: the Triton interpreter
+runs the kernel as Python, so the alarm interrupts it between bytecodes, and it fires again
+every second until the kernel lets it through (a retry loop that swallows it).  A hang in C
+(a GPU kernel blocked in CUDA, a busy loop in an extension) is out of a signal's reach:
+with ``settings.isolate`` the kernel runs in a supervised worker process instead
+(``runner.worker``), killed at the limit.
+
+Only a ``UserInterrupt`` - the user's Ctrl-C or a SIGTERM, which ``interrupts()`` turns
+into one - ends a run; a ``KeyboardInterrupt`` the kernel raises itself is its failure.
 """
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
+import os
 import signal
 import threading
 import time
 import traceback
 import warnings
-from dataclasses import dataclass
 
 import torch
 
 from ..errors import InvalidArgument, NumoracleError
-from .outcomes import Outcome, boundary_score, failure_class
+from .outcomes import Execution, Outcome, boundary_score, failure_class
 
 
-class KernelTimeout(Exception):
-    """The kernel did not return within the per-case limit."""
+class KernelTimeout(BaseException):
+    """The kernel did not return within the per-case limit (a BaseException, so that a
+    kernel's ``except Exception`` does not swallow it)."""
+
+
+class UserInterrupt(KeyboardInterrupt):
+    """The user's interrupt (SIGINT) or a termination request (SIGTERM) that arrived while
+    numoracle ran; ``signum`` says which.  A run ends on it with its summary."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + int(self.signum)           # 130 for SIGINT, 143 for SIGTERM
+
+
+def _raise_interrupt(signum, frame):
+    raise UserInterrupt(signum)
+
+
+@contextlib.contextmanager
+def interrupts(terminate: bool = True):
+    """SIGINT (and SIGTERM, with ``terminate``) raise ``UserInterrupt`` inside the block, so
+    that a run can tell them from a kernel's own KeyboardInterrupt and end with its summary.
+    Main thread only (elsewhere a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sigs = [signal.SIGINT] + ([signal.SIGTERM] if terminate else [])
+    old = {s: signal.signal(s, _raise_interrupt) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 @contextlib.contextmanager
@@ -42,7 +81,8 @@ def watchdog(seconds: float | None):
     def _alarm(signum, frame):
         raise KernelTimeout(f"no return within {seconds:g} s")
     old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, float(seconds))
+    # re-armed every second: a kernel that catches the first one meets the next
+    signal.setitimer(signal.ITIMER_REAL, float(seconds), 1.0)
     try:
         yield
     finally:
@@ -59,13 +99,19 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def call_kernel(kernel, inputs, params, config, *, timeout=None, device="cpu", isolated=None):
-    """The kernel's outputs on clones of ``inputs``; raises KernelTimeout."""
-    if isolated is not None:
-        return isolated.call(inputs, params, config, timeout)
-    with watchdog(timeout):
-        out = kernel(*[_clone(t) for t in inputs], **params, **config)
-        _sync(device)
+def call_kernel(kernel, inputs, params, config, *, timeout=None, device="cpu"):
+    """The kernel's outputs on clones of ``inputs``, in this process; raises KernelTimeout
+    (and UserInterrupt for the user's Ctrl-C)."""
+    main = threading.current_thread() is threading.main_thread()
+    own_sigint = main and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    old = signal.signal(signal.SIGINT, _raise_interrupt) if own_sigint else None
+    try:
+        with watchdog(timeout):
+            out = kernel(*[_clone(t) for t in inputs], **params, **config)
+            _sync(device)
+    finally:
+        if own_sigint:
+            signal.signal(signal.SIGINT, old)
     return out
 
 
@@ -81,45 +127,66 @@ def _timed_out(exc: BaseException) -> bool:
     return False
 
 
-@dataclass
-class Execution:
-    """One kernel call: its outputs (as the kernel returned them), or why there are none."""
-    status: str                  # "ok" | "error" | "timeout"
-    outputs: object = None
-    error: str = ""              # "ExceptionType: message"
-    error_type: str = ""         # the exception's class name
-    traceback: str = ""          # the end of its traceback
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
+def _interrupted(exc: BaseException) -> "UserInterrupt | None":
+    """The user's interrupt in ``exc``'s chain (a kernel may wrap it), or None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, UserInterrupt):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
-def execute(kernel, inputs, params, config=(), *, timeout=None, device="cpu", isolated=None) -> Execution:
-    """Run ``kernel`` on clones of ``inputs``: its outputs, or its failure as an outcome (a
-    kernel's exception, its hang past ``timeout`` seconds); never raises for the kernel."""
+def _origin(tb) -> str:
+    frames = traceback.extract_tb(tb)
+    return f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+
+
+def execute(kernel, inputs, params, config=(), *, timeout=None, device="cpu", isolate=None) -> Execution:
+    """Run ``kernel`` on clones of ``inputs``: its outputs, or its failure as an outcome (an
+    exception, a hang past ``timeout`` seconds (default ``settings.kernel_timeout``), a crash);
+    never raises for the kernel, only for the user's interrupt.  ``isolate`` (default ``settings.isolate``): in the supervised
+    worker process, when the kernel can be named there (``worker.recipe_of``)."""
+    from ..config import settings
+    current = settings.default
+    isolate = current.isolate if isolate is None else isolate
+    if timeout is None:
+        timeout = current.kernel_timeout or None
+    if isolate:
+        from . import worker
+        recipe = worker.recipe_of(kernel)
+        if recipe is not None:
+            from .. import backends
+            backend = backends.selected() or backends.select("auto")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return worker.shared(backend).call(recipe, inputs, params, dict(config), timeout)
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():        # a broken kernel's overflow warnings on the interpreter
             warnings.simplefilter("ignore", RuntimeWarning)
-            outs = call_kernel(kernel, inputs, params, dict(config), timeout=timeout, device=device,
-                               isolated=isolated)
-    except KernelTimeout as exc:
-        return Execution("timeout", error=str(exc), seconds=time.perf_counter() - t0)
-    except KeyboardInterrupt:
+            outs = call_kernel(kernel, inputs, params, dict(config), timeout=timeout, device=device)
+    except UserInterrupt:
         raise
-    except Exception as exc:  # the kernel's own failure is an outcome
+    except KernelTimeout as exc:
+        return Execution("timeout", error=str(exc), error_type="KernelTimeout", seconds=time.perf_counter() - t0)
+    except BaseException as exc:  # noqa: BLE001 - the kernel's own failure (SystemExit, KeyboardInterrupt too)
+        user = _interrupted(exc)
+        if user is not None:
+            raise UserInterrupt(user.signum) from None
         if _timed_out(exc):
-            return Execution("timeout", error=f"no return within {timeout or 0:g} s",
+            return Execution("timeout", error=f"no return within {timeout or 0:g} s", error_type="KernelTimeout",
                              seconds=time.perf_counter() - t0)
         text = f"{type(exc).__name__}: {exc}"
         from ..backends import NO_DRIVER, NO_DRIVER_HINT
         if NO_DRIVER in str(exc):
             text = f"{text[:300]} ({NO_DRIVER_HINT})"
         return Execution("error", error=text[:800], error_type=type(exc).__name__,
-                         traceback=traceback.format_exc()[-1500:], seconds=time.perf_counter() - t0)
-    return Execution("ok", outs, seconds=time.perf_counter() - t0)
+                         traceback=traceback.format_exc()[-1500:], seconds=time.perf_counter() - t0,
+                         origin=_origin(exc.__traceback__))
+    from .worker import rss_mb
+    return Execution("ok", outs, seconds=time.perf_counter() - t0, rss_mb=rss_mb())
 
 
 def _has_special_reject(v) -> bool:
@@ -131,20 +198,29 @@ def _only_special_rejects(v) -> bool:
 
 
 def judge(op, kernel, inputs, params, config=(), *, backend="interpreter", mode="statistical", timeout=None,
-          device="cpu", isolated=None, case=None, classify=True) -> Outcome:
-    """Run ``kernel`` on ``inputs`` and judge its outputs against ``op.reference``."""
+          device="cpu", isolate=None, case=None, classify=True) -> Outcome:
+    """Run ``kernel`` on ``inputs`` and judge its outputs against ``op.reference``.  Every
+    finding gets a failure class (``outcomes.finding_class``), what shrinking keeps."""
     from ..check import check
     t0 = time.perf_counter()
-    ran = execute(kernel, inputs, params, config, timeout=timeout, device=device, isolated=isolated)
+    ran = execute(kernel, inputs, params, config, timeout=timeout, device=device, isolate=isolate)
     if not ran.ok:
-        return Outcome(ran.status, case, error=ran.error, seconds=time.perf_counter() - t0, inputs=inputs,
-                       params=params)
+        out = Outcome(ran.status, case, error=ran.error, seconds=time.perf_counter() - t0, inputs=inputs,
+                      params=params, traceback=ran.traceback, rss_mb=ran.rss_mb)
+        out.failure_class = execution_class(ran)
+        return out
     outs = ran.outputs
     try:
         v = check(op.reference, outs, inputs, params, mode=mode, backend=backend)
-    except (InvalidArgument, NumoracleError) as exc:   # wrong number/shape/dtype of outputs
-        return Outcome("error", case, error=f"outputs not judgeable: {exc}"[:500],
-                       seconds=time.perf_counter() - t0, inputs=inputs, params=params, outputs=outs)
+    except (InvalidArgument, NumoracleError) as exc:   # wrong number/shape/dtype/device of outputs
+        return Outcome("error", case, error=f"outputs not judgeable: {exc}"[:800],
+                       seconds=time.perf_counter() - t0, inputs=inputs, params=params, outputs=outs,
+                       failure_class=("error", "outputs", type(exc).__name__), rss_mb=ran.rss_mb)
+    except Exception as exc:  # noqa: BLE001 - judging failed on these outputs: the case's outcome
+        return Outcome("error", case, error=f"judging the outputs failed: {type(exc).__name__}: {exc}"[:800],
+                       seconds=time.perf_counter() - t0, inputs=inputs, params=params, outputs=outs,
+                       traceback=traceback.format_exc()[-1500:],
+                       failure_class=("error", "judging", type(exc).__name__), rss_mb=ran.rss_mb)
     status = v.status
     if status == "reject":
         if _only_special_rejects(v):
@@ -152,103 +228,25 @@ def judge(op, kernel, inputs, params, config=(), *, backend="interpreter", mode=
         elif mode == "statistical" and v.confirmation == "statistical-only":
             status = "statistical_only"
     out = Outcome(status, case, v, seconds=time.perf_counter() - t0, score=boundary_score(v),
-                  inputs=inputs, params=params, outputs=outs)
-    if status == "reject" and classify:
+                  inputs=inputs, params=params, outputs=outs, rss_mb=ran.rss_mb)
+    if status in ("reject", "nan") and classify:
         out.failure_class = failure_class(v)
     if status == "uncertified":
         out.uncertified_reasons = tuple(v.certificate.reason_kinds()) or ("no finite bound",)
     return out
 
 
+def execution_class(ran: Execution) -> tuple:
+    """The failure class of a kernel that did not return outputs: (status, what, where) -
+    the exception's type and the line it was raised at, the signal or exit code."""
+    if ran.status == "error":
+        return ("error", ran.error_type, ran.origin)
+    if ran.status == "crash":
+        return ("crash", ran.error_type)
+    return (ran.status,)
+
+
 def run_case(op, kernel, case, **kw) -> Outcome:
     device = kw.get("device", "cpu")
     inputs, params = case.materialize(device, op)
     return judge(op, kernel, inputs, params, case.config, case=case, **kw)
-
-
-# ---- subprocess isolation -------------------------------------------------------
-
-def _worker(conn, op_name: str, spec: str, backend: str) -> None:  # pragma: no cover - runs in a child
-    from .. import backends, operators
-    from .kernels import resolve
-    try:
-        backend = backends.select(backend)
-        op = operators.resolve(op_name)
-        kernel, _ = resolve(op, spec)
-        device = backend.device
-    except Exception as exc:
-        conn.send(("error", f"worker set-up failed: {type(exc).__name__}: {exc}"))
-        return
-    conn.send(("ready", None))
-    while True:
-        msg = conn.recv()
-        if msg is None:
-            return
-        inputs, params, config = msg
-        try:
-            out = kernel(*[_clone(t) for t in inputs], **params, **config)
-            _sync(device)
-            if isinstance(out, (tuple, list)):
-                out = tuple(o.cpu() if isinstance(o, torch.Tensor) else o for o in out)
-            elif isinstance(out, torch.Tensor):
-                out = out.cpu()
-            conn.send(("ok", out))
-        except Exception as exc:
-            conn.send(("error", f"{type(exc).__name__}: {exc}"))
-
-
-class Isolated:
-    """Kernels run in a worker process (spawned, so CUDA starts clean); a call
-    that exceeds its limit kills the worker, and the next call starts a new one.
-    The kernel is named by its spec (registered name or module:function) so the
-    worker imports it itself."""
-
-    def __init__(self, op_name: str, spec: str, backend: str, device: str = "cpu"):
-        self.op_name, self.spec, self.backend, self.device = op_name, spec, backend, device
-        self._proc = None
-        self._conn = None
-
-    def _start(self):
-        ctx = mp.get_context("spawn")
-        parent, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_worker, args=(child, self.op_name, self.spec, self.backend), daemon=True)
-        self._proc.start()
-        self._conn = parent
-        # set-up (imports, backend) is not the kernel's time: wait for it apart
-        if not parent.poll(300):
-            self.close(kill=True)
-            raise RuntimeError("kernel worker process did not start within 300 s")
-        kind, msg = parent.recv()
-        if kind != "ready":
-            self.close(kill=True)
-            raise RuntimeError(msg)
-
-    def call(self, inputs, params, config, timeout):
-        if self._proc is None or not self._proc.is_alive():
-            self._start()
-        self._conn.send(([t.cpu() if isinstance(t, torch.Tensor) else t for t in inputs], params, config))
-        # the first call also pays the worker's imports and backend set-up
-        if not self._conn.poll(timeout if timeout else None):
-            self.close(kill=True)
-            raise KernelTimeout(f"no return within {timeout:g} s (worker process killed)")
-        kind, out = self._conn.recv()
-        if kind == "error":
-            raise RuntimeError(out)
-        dev = self.device
-        if isinstance(out, tuple):
-            return tuple(o.to(dev) if isinstance(o, torch.Tensor) else o for o in out)
-        return out.to(dev) if isinstance(out, torch.Tensor) else out
-
-    def close(self, kill: bool = False):
-        if self._proc is None:
-            return
-        if kill:
-            self._proc.kill()
-        else:
-            try:
-                self._conn.send(None)
-            except Exception:
-                pass
-        self._proc.join(timeout=5)
-        self._proc = None
-        self._conn = None

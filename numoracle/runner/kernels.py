@@ -32,15 +32,8 @@ def import_kernel(spec: str):
                               f"importable from the current directory ({cwd}).") from None
     if not callable(f):
         raise InvalidArgument(f"--kernel {spec!r}: {mod}.{fn} is a {type(f).__name__}, not a callable kernel.")
-    if not pick:
-        return f
-    idx = [int(i) for i in pick.split(",")]
-
-    def kernel(*args, **params):
-        out = f(*args, **params)
-        return tuple(out[i] for i in idx) if len(idx) > 1 else out[idx[0]]
-    kernel.__name__ = fn
-    return kernel
+    from ..operators.operator import pick_outputs
+    return pick_outputs(f, pick or None)
 
 
 def resolve(op, spec):

@@ -5,7 +5,8 @@ the fixed-input mode does not confirm is ``statistical_only``, reported apart
 from counterexamples, docs/design.md §4.2), or what went wrong with the kernel itself:
 ``error`` (it raised, or returned outputs of the wrong structure), ``nan``
 (NaN/inf where the reference is certainly finite), ``timeout`` (no return
-within the per-case limit).  None of them ends a run.
+within the per-case limit), ``crash`` (the worker process running it died: a signal or an
+exit code).  None of them ends a run; each is a finding, shrunk and saved like a reject.
 """
 
 from __future__ import annotations
@@ -18,8 +19,30 @@ import torch
 
 from ..certificates import site_kind
 
-STATUSES = ("accept", "reject", "statistical_only", "uncertified", "error", "nan", "timeout")
-EXIT_REASONS = ("examples exhausted", "time budget", "first counterexample", "interrupted")
+STATUSES = ("accept", "reject", "statistical_only", "uncertified", "error", "nan", "timeout", "crash")
+FINDINGS = ("reject", "error", "nan", "timeout", "crash")
+EXIT_REASONS = ("examples exhausted", "time budget", "first counterexample", "interrupted", "terminated")
+# a run's exit code: 0 nothing found, 1 a finding, 2 a usage error (the CLI's); an interrupted
+# run ends with the shell's code for its signal, whatever it found
+EXIT_CODES = {"interrupted": 130, "terminated": 143}
+
+
+@dataclass
+class Execution:
+    """One kernel call: its outputs (as the kernel returned them), or why there are none."""
+    status: str                  # "ok" | "error" | "timeout" | "crash"
+    outputs: object = None
+    error: str = ""              # "ExceptionType: message", or how the worker process died
+    error_type: str = ""         # the exception's class name, or the signal ("SIGSEGV") / exit code
+    traceback: str = ""          # the end of its traceback (a crash: of the worker's faulthandler dump)
+    seconds: float = 0.0
+    origin: str = ""             # file:line where the kernel raised
+    where: str = "in-process"    # "in-process" | "worker"
+    rss_mb: float | None = None  # resident memory of the process that ran it, after the call
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
 
 
 @dataclass
@@ -30,12 +53,16 @@ class Outcome:
     error: str | None = None
     seconds: float = 0.0
     score: float | None = None          # worst |kernel - centre| / half-width, the target() value
-    failure_class: tuple | None = None  # (output, kind, dominant site) of a reject
+    # what shrinking keeps: (output, kind, dominant site) of a reject or NaN; ("error", type,
+    # file:line), ("crash", signal or exit code), ("timeout",) of a kernel that returned nothing
+    failure_class: tuple | None = None
     # why an uncertified verdict is (certificate.reason_kinds(): 'range: <site>', 'domain: ...')
     uncertified_reasons: tuple = ()
     inputs: tuple = field(default=(), repr=False)
     params: dict = field(default_factory=dict, repr=False)
     outputs: object = field(default=None, repr=False)
+    traceback: str = field(default="", repr=False)   # the kernel's (an error) or the worker's dump (a crash)
+    rss_mb: float | None = None         # resident memory of the process that ran the kernel, after it
 
     @property
     def is_counterexample(self) -> bool:
@@ -43,7 +70,19 @@ class Outcome:
 
     @property
     def is_finding(self) -> bool:
-        return self.status in ("reject", "error", "nan", "timeout")
+        return self.status in FINDINGS
+
+    def explain(self) -> str:
+        """What went wrong, for a person: the verdict's explanation, or the kernel's failure."""
+        if self.verdict is not None and self.status in ("reject", "nan", "statistical_only", "uncertified"):
+            return self.verdict.explain()
+        lines = [{"error": "The kernel failed", "timeout": "The kernel did not return",
+                  "crash": "The kernel's process died"}.get(self.status, self.status) + f": {self.error}"]
+        if self.failure_class:
+            lines.append(f"failure class: {list(self.failure_class)}")
+        if self.traceback:
+            lines.append(self.traceback.rstrip())
+        return "\n".join(lines)
 
     def summary(self) -> dict:
         d = {"status": self.status, "seconds": round(self.seconds, 4)}
@@ -124,6 +163,7 @@ class GroupStats:
     error: int = 0
     nan: int = 0
     timeout: int = 0
+    crash: int = 0
 
     def add(self, status: str) -> None:
         self.cases += 1
@@ -156,6 +196,10 @@ class RunResult:
     shrink_evaluations: int = 0
     # group -> {why a verdict was uncertified -> cases}
     uncertified_reasons: dict = field(default_factory=dict)
+    save_error: str | None = None                       # why the finding could not be saved
+    isolation: str = "in-process"                       # where kernels ran: "worker" | "in-process (why)"
+    memory: dict = field(default_factory=dict)          # MemoryWatch.summary()
+    warnings: list = field(default_factory=list)
 
     def record(self, out: Outcome, group: str) -> None:
         self.groups.setdefault(group, GroupStats()).add(out.status)
@@ -180,9 +224,12 @@ class RunResult:
     @property
     def found(self) -> bool:
         t = self.totals
-        return self.counterexample is not None or bool(t.reject or t.error or t.nan or t.timeout)
+        return self.counterexample is not None or bool(t.reject or t.error or t.nan or t.timeout or t.crash)
 
     def exit_code(self) -> int:
+        """0 nothing found, 1 a finding; 130 / 143 for a run ended by SIGINT / SIGTERM."""
+        if self.exit_reason in EXIT_CODES:
+            return EXIT_CODES[self.exit_reason]
         return 1 if self.found else 0
 
     def to_dict(self) -> dict:
@@ -196,8 +243,10 @@ class RunResult:
             "counterexample": None if ce is None else {
                 **ce.summary(), "shrunk_from": None if self.shrunk_from is None else self.shrunk_from.to_dict(),
                 "shape": [list(t.shape) for t in ce.inputs if isinstance(t, torch.Tensor)],
-                "verdict": ce.verdict.to_dict() if ce.verdict is not None else None},
-            "saved": self.saved,
+                "verdict": ce.verdict.to_dict() if ce.verdict is not None else None,
+                "explanation": ce.explain() if ce.verdict is None else None},
+            "saved": self.saved, "save_error": self.save_error, "isolation": self.isolation,
+            "memory": self.memory, "warnings": list(self.warnings),
             "shrink": {"seconds": round(self.shrink_seconds, 2), "evaluations": self.shrink_evaluations},
             "uncertified_reasons": {g: dict(sorted(r.items(), key=lambda kv: -kv[1]))
                                     for g, r in sorted(self.uncertified_reasons.items())},
@@ -205,3 +254,39 @@ class RunResult:
             "errors": [o.summary() for o in self.errors],
             "other_rejects": [o.summary() for o in self.other_rejects],
         }
+
+
+class MemoryWatch:
+    """Resident memory of the process running kernels, case by case: growth over the run
+    and a warning when it grows with nearly every case (a kernel that leaks)."""
+
+    WINDOW = 20          # cases looked at
+    GROWING = 0.8        # the share of them after which memory was higher than before
+    MIN_MB = 32.0        # and by at least this much over the window
+
+    def __init__(self):
+        self.samples: list = []
+        self.warned = False
+
+    def add(self, mb: float | None) -> str | None:
+        """Record one case's figure; a warning the first time memory looks like it leaks."""
+        if mb is None:
+            return None
+        self.samples.append(float(mb))
+        w = self.samples[-(self.WINDOW + 1):]
+        if self.warned or len(w) <= self.WINDOW:
+            return None
+        ups = sum(b > a for a, b in zip(w, w[1:]))
+        if ups >= self.GROWING * self.WINDOW and w[-1] - w[0] >= self.MIN_MB:
+            self.warned = True
+            return (f"memory grows with every case: {w[0]:.0f} -> {w[-1]:.0f} MiB over the last {self.WINDOW} "
+                    f"cases (+{(w[-1] - w[0]) / self.WINDOW:.1f} MiB per case); the kernel may leak")
+        return None
+
+    def summary(self) -> dict:
+        if not self.samples:
+            return {}
+        s = self.samples
+        return {"start_mb": round(s[0], 1), "end_mb": round(s[-1], 1), "peak_mb": round(max(s), 1),
+                "growth_mb": round(s[-1] - s[0], 1), "cases": len(s),
+                "growth_per_case_mb": round((s[-1] - s[0]) / max(1, len(s) - 1), 3), "leak_warning": self.warned}

@@ -22,12 +22,15 @@ from .kernels import resolve
 STATUSES = ("ok", "reproduced", "corrupt")
 
 
-def replay(path, *, kernel=None, backend=None, saved_outputs: bool = False, timeout: float = 120.0) -> dict:
+def replay(path, *, kernel=None, backend=None, saved_outputs: bool = False, timeout: float = 120.0,
+           isolate=None) -> dict:
     """Re-run and re-judge one saved case in both modes: a dict with ``status`` ("ok",
     "reproduced": a reject in either mode, a kernel failure, or non-finite outputs;
     "corrupt": the case cannot be replayed, with the ``reason`` and the file), ``passes``
     (what the case's ``expect`` asks: accepted for a bug to fix, rejected for an oracle
-    regression case), each mode's verdict, and a ``note`` on what ran."""
+    regression case), each mode's verdict, and a ``note`` on what ran.  ``isolate``: run the
+    kernel in the supervised worker process (default ``settings.isolate``, and always for a
+    case saved from a crash, which would end this process)."""
     try:
         c = load(path)
     except InvalidArgument as exc:
@@ -56,7 +59,11 @@ def replay(path, *, kernel=None, backend=None, saved_outputs: bool = False, time
                 return _corrupt(path, f"its kernel cannot be imported: {exc}", **base)
             note = f"saved outputs re-judged: the kernel cannot be imported ({exc})"
         else:
-            done = execute(kfn, inputs, params, (c.meta["kernel"].get("config") or {}), timeout=timeout, device=dev)
+            finding = c.meta.get("finding") if isinstance(c.meta.get("finding"), dict) else {}
+            if isolate is None and finding.get("status") == "crash":
+                isolate = True
+            done = execute(kfn, inputs, params, (c.meta["kernel"].get("config") or {}), timeout=timeout, device=dev,
+                           isolate=isolate)
             if not done.ok:
                 return {**base, "status": "reproduced", "passes": expect == "reject", "kernel_ran": True,
                         "note": f"kernel {kname} re-run on {backend}: {done.status}: {done.error}",
@@ -67,9 +74,10 @@ def replay(path, *, kernel=None, backend=None, saved_outputs: bool = False, time
     try:
         verdicts = {m: check(op.reference, outs, inputs, params, mode=m, backend=backend)
                     for m in ("statistical", "fixed")}
-    except InvalidArgument as exc:
+    except Exception as exc:  # noqa: BLE001 - outputs that cannot be judged are what the case saved
+        why = str(exc) if isinstance(exc, InvalidArgument) else f"{type(exc).__name__}: {exc}"
         return {**base, "status": "reproduced", "passes": expect == "reject", "kernel_ran": ran,
-                "note": f"{note}; outputs not judgeable: {exc}", "backend": backend.name, "statuses": {},
+                "note": f"{note}; outputs not judgeable: {why}", "backend": backend.name, "statuses": {},
                 "reproduced": True, "verdicts": {}}
     for v in verdicts.values():
         v.replay = str(c.path)

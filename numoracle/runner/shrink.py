@@ -13,9 +13,11 @@ case easiest to read:
    the nearest power of two, fewer significand bits and fewer distinct values.
 
 Every candidate is re-run (kernel and verdict) and kept only if it fails the
-*same way*: status ``reject`` (confirmed by the fixed-input mode) with the same
-failure class - output, kind and dominant site - so the shrinker never drifts
-from the bug it was given to another one (the Hypothesis shrinker's rule).
+*same way*: the same status (a confirmed ``reject``, ``nan``, a kernel ``error``,
+``timeout`` or ``crash``) with the same failure class - for a reject, output, kind
+and dominant site; for an error, the exception's type and the line it was raised
+at; for a crash, the signal - so the shrinker never drifts from the bug it was
+given to another one (the Hypothesis shrinker's rule).
 A candidate the kernel or the reference cannot run (a label now out of range)
 simply does not fail the same way.  Budgets in evaluations and seconds keep a
 slow backend from stalling a run; the best case so far is always valid.
@@ -122,6 +124,7 @@ class _Shrinker:
     def __init__(self, evaluate, outcome, roles, budget):
         self.evaluate, self.best, self.roles, self.budget = evaluate, outcome, roles, budget
         self.target = outcome.failure_class
+        self.status = outcome.status
 
     def attempt(self, inputs) -> bool:
         if self.budget.spent:
@@ -132,7 +135,7 @@ class _Shrinker:
             out = self.evaluate(inputs)
         except Exception:
             return False
-        if out.status == "reject" and out.failure_class == self.target:
+        if out.status == self.status and out.failure_class == self.target:
             self.best = out
             return True
         return False
@@ -200,7 +203,7 @@ class _Shrinker:
 
 def minimize(evaluate, outcome, *, roles, cols_multiple_of=1, min_rows=1, min_cols=1, seconds=30.0,
              evaluations=400):
-    """Shrink ``outcome`` (a reject with a ``failure_class``) element by element.
+    """Shrink ``outcome`` (a finding with a ``failure_class``) element by element.
     ``evaluate(inputs) -> Outcome``.  Returns (best outcome, evaluations used)."""
     budget = _Budget(seconds, evaluations)
     sh = _Shrinker(evaluate, outcome, roles, budget)

@@ -114,7 +114,6 @@ class Evaluation:
         a tuple of them in the program's order).  Never raises on a bad kernel."""
         from .judgement import RegionJudgement, RegionTensors
         from .verdict import verdicts
-        from ..certificates import Certificate
         modes = tuple(modes)
         decoded = decode_outputs(self, outputs_list(outputs))
         assumptions = self.assumptions
@@ -131,8 +130,14 @@ class Evaluation:
             outs.append(RegionJudgement(name=self.names[j], fmt=reg.fmt, shape=reg.centre.shape, modes=modes,
                                         device=reg.centre.device, kernel=lambda y=y: y,
                                         region=lambda t=tensors: t))
-        return verdicts(self.program.name, modes, self.p, confirm, assumptions, outs,
-                        Certificate(self.ctx.sites, inputs=self.policy), self.reference_run)
+        return verdicts(self.program.name, modes, self.p, confirm, assumptions, outs, self.certificate(),
+                        self.reference_run)
+
+    def certificate(self):
+        """The finite-range certificate of the reference's run on these inputs (what every
+        verdict of this evaluation carries)."""
+        from ..certificates import Certificate
+        return Certificate(self.ctx.sites, inputs=self.policy)
 
     def check(self, outputs, mode: str = "statistical", confirm: bool = True):
         """The Verdict of kernel ``outputs`` in one mode."""

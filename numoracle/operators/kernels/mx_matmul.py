@@ -65,12 +65,16 @@ def _codes_tile(ptr, rows, ks, row_ok, k_ok, stride_r, FMT: tl.constexpr, LOW_FI
             high = odd == 1
         else:
             high = odd == 0
-        return _e2m1_value(tl.where(high, raw >> 4, raw & 0xF))
-    if TRANSPOSED:
-        return tl.load(ptr + rows[None, :] * stride_r + ks[:, None], mask=k_ok[:, None] & row_ok[None, :],
+        tile = _e2m1_value(tl.where(high, raw >> 4, raw & 0xF))
+    elif TRANSPOSED:
+        tile = tl.load(ptr + rows[None, :] * stride_r + ks[:, None], mask=k_ok[:, None] & row_ok[None, :],
                        other=0.0).to(tl.float32)
-    return tl.load(ptr + rows[:, None] * stride_r + ks[None, :], mask=row_ok[:, None] & k_ok[None, :],
-                   other=0.0).to(tl.float32)
+    else:
+        tile = tl.load(ptr + rows[:, None] * stride_r + ks[None, :], mask=row_ok[:, None] & k_ok[None, :],
+                       other=0.0).to(tl.float32)
+    # one return: the compiler types every return of a function alike, even under a
+    # constexpr branch, and the two layouts differ
+    return tile
 
 
 @triton.jit

@@ -84,10 +84,17 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
 
 
-def prepare_worker(backend: str, device: str | None = None) -> str:
+def prepare_worker(backend: str, device: str | None = None, settings_values: dict | None = None) -> str:
     """Set this process up for ``backend`` (idempotent): pin it to ``device``,
     choose Triton's mode before any kernel module is imported, repair the
-    interpreter.  Runs in every worker before its first unit."""
+    interpreter, take the parent's settings (``settings_values``), and die with the
+    parent (no orphans whatever ends it).  Runs in every worker before its first unit."""
+    if settings_values is not None:
+        from ...config import settings
+        from ...runner.worker import die_with_parent
+        die_with_parent()
+        settings.register_profile("numoracle-unit-worker", **settings_values)
+        settings.load_profile("numoracle-unit-worker")
     if device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
     if backend == "interpreter":
@@ -165,8 +172,9 @@ def map_units(units, fn, *, executor: str = "local", scheduler: str | None = Non
 # ---- local: spawned processes --------------------------------------------------------------------
 
 def _pool(backend: str, device: str | None):
+    from ...config import settings
     return cf.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"),
-                                  initializer=prepare_worker, initargs=(backend, device))
+                                  initializer=prepare_worker, initargs=(backend, device, settings.default.to_dict()))
 
 
 def _map_local(units, fn, workers, backend, retries, info):

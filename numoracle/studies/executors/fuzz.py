@@ -24,9 +24,10 @@ import time
 from pathlib import Path
 
 from ...errors import InvalidArgument
+from ...runner.outcomes import STATUSES
 from .core import Unit, map_units
 
-STATS = ("cases", "accept", "reject", "statistical_only", "uncertified", "error", "nan", "timeout")
+STATS = ("cases",) + STATUSES
 
 
 def fuzz_units(op: str, kernel: str, backend: str, *, seeds=(0, 4), seeds_per_unit: int = 1, groups=None,

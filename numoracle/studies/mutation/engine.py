@@ -33,6 +33,8 @@ from .. import runs as CR
 from ...families import GROUPS
 from ...strategies import group_cases
 from ... import operators
+from ...config import settings
+from ...runner.worker import RECIPE
 from .mutators import MUTATORS, Site, apply_site, enumerate_sites, jit_functions
 
 ORACLE_ORDER = ("numoracle", "assert_close", "upstream", "tuned", "ulp2", "flash2x")
@@ -70,6 +72,11 @@ def load_source(modname: str, source: str, tag: str = "") -> types.ModuleType:
 def _wrapper(module, fn_name: str, pick):
     from ...operators import pick_outputs
     return pick_outputs(getattr(module, fn_name), pick[0] if pick else None)
+
+
+def mutant_kernel(modname: str, source: str, tag: str, fn_name: str, pick: tuple):
+    """A mutant's kernel made from its source: what a worker process runs (runner.worker)."""
+    return _wrapper(load_source(modname, source, tag), fn_name, list(pick))
 
 
 def parse_spec(spec: str):
@@ -116,7 +123,7 @@ def reached_functions(op, spec_name: str, case, backend="interpreter") -> set:
         from ...backends import resolve
         from ...runner.execute import execute
         inputs, params = case.materialize(resolve(backend).device, op)
-        execute(_wrapper(m, fn, pick), inputs, params)
+        execute(_wrapper(m, fn, pick), inputs, params, isolate=False)     # the launches are recorded here
     finally:
         for t, orig in patched.items():
             t.__getitem__ = orig
@@ -401,13 +408,16 @@ def run_campaign(op_name, *, backend="interpreter", dtype="bf16", groups=None, p
             module = load_source(mod, src, m.id)
             _, fn, pick = parse_spec(op.kernel_specs[spec])
             kern = _wrapper(module, fn, pick)
+            setattr(kern, RECIPE, ("call", "numoracle.studies.mutation.engine:mutant_kernel",
+                                   (mod, src, m.id, fn, tuple(pick))))
         except Exception as exc:
             m.status, m.error = "load_error", repr(exc)[:300]
             continue
         def go(kern=kern, base=base, reuse=reuse, mid=m.id):
             return CR.run_kernel(op, kern, mid, [r.case for r in base], baselines, backend=backend, reuse=reuse,
                                  evaluations=evaluations)
-        if site.kind in MEMORY_UNSAFE and backend == "interpreter" and hasattr(os, "fork"):
+        if (site.kind in MEMORY_UNSAFE and backend == "interpreter" and hasattr(os, "fork")
+                and not settings.default.isolate):      # isolated, the worker process takes the crash
             how, runs = _isolated(go, timeout=max(30.0, 10.0 * len(base)))
             if how != "ok":
                 m.status, m.error = "crash", runs

@@ -1,0 +1,464 @@
+"""The plan check: a reference program's sites against a kernel's compiled plan, output by
+output.
+
+For each output, the kernel's part of the plan is the backward slice of that output through the
+launches and host steps that made it (a store's value through the IR, a load back to the launch
+or host step that last wrote its storage), and the reference's part is the set of sites whose
+errors reach that output.  Both sides count sites once per place in the program text (a line run
+in a loop, a helper inlined twice at one source position, a launch repeated per chunk from one
+line of the launcher are one site each).  Then, per output:
+
+* roundings to each format narrower than fp32 (casts, arithmetic in that format, the fp8 codes of
+  a quantizer) must be as many in the kernel as in the reference, and round to nearest;
+* reductions: the kernel's accumulation levels (a ``tt.reduce``, a loop-carried add, a host
+  sum) chain into one reduction when one feeds the next; per format, the reference's sums must
+  number at least the kernel's chains and at most its levels, and a reduction's order (its depth
+  from the layout and loop) must be covered by the reference's order model;
+* dots likewise, with their operand and accumulator formats and input precision;
+* math functions must be the same functions with implementations the reference admits
+  (``tl.exp`` and ``exp2(x·log2 e)`` are one instruction sequence on NVIDIA; rsqrt is not
+  1/sqrt; an approximate sqrt is not ``sqrt_rn``);
+* roundings to an integer written by hand (floor, ceil) must be the reference's.
+
+A difference the reference's bound covers anyway (a correctly rounded function where the
+reference assumes an approximate one, a tensor-core dot accumulating in fp32 with the
+instruction's own rounding) is a note, not a disagreement.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from . import kernel as K
+from .cones import Cone, Cones
+from .reference import ReferencePlan
+
+@dataclass
+class Disagreement:
+    kind: str
+    message: str
+    kernel: list = field(default_factory=list)       # kernel positions ("file:line ...")
+    reference: list = field(default_factory=list)    # reference positions
+    outputs: list = field(default_factory=list)
+    severity: str = "disagreement"                   # or "note"
+
+    def key(self) -> tuple:
+        return (self.kind, self.message, tuple(self.kernel), tuple(self.reference), self.severity)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "severity": self.severity, "message": self.message, "kernel": self.kernel,
+                "reference": self.reference, "outputs": self.outputs}
+
+
+@dataclass
+class PlanReport:
+    """The result of one plan check (``numoracle.plan.check_plan``)."""
+    reference: str
+    kernel: str
+    disagreements: list
+    notes: list
+    kernel_plan: object
+    reference_plan: ReferencePlan
+    outputs: list = field(default_factory=list)      # per output: counts compared
+
+    @property
+    def ok(self) -> bool:
+        return not self.disagreements
+
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    def summary(self) -> str:
+        if self.ok:
+            return (f"plan check {self.kernel} vs {self.reference}: no disagreement"
+                    + (f" ({len(self.notes)} note{'s' * (len(self.notes) != 1)})" if self.notes else ""))
+        return (f"plan check {self.kernel} vs {self.reference}: {len(self.disagreements)} "
+                f"disagreement{'s' * (len(self.disagreements) != 1)}")
+
+    def assumption(self) -> str:
+        """One line for a verdict's assumptions."""
+        if self.ok:
+            return f"precision plan checked against the compiled kernel ({self.kernel_plan.target}): no disagreement"
+        return (f"precision plan checked against the compiled kernel ({self.kernel_plan.target}): "
+                f"{len(self.disagreements)} disagreement(s), first: {self.disagreements[0].message}")
+
+    def explain(self) -> str:
+        lines = [self.summary()]
+        for d in self.disagreements + self.notes:
+            tag = "DISAGREE" if d.severity == "disagreement" else "note"
+            outs = f" [output{'s' if len(d.outputs) > 1 else ''} {', '.join(map(str, d.outputs))}]" if d.outputs else ""
+            lines.append(f"  {tag} {d.kind}{outs}: {d.message}")
+            if d.kernel:
+                lines.append(f"      kernel:    {'; '.join(d.kernel)}")
+            if d.reference:
+                lines.append(f"      reference: {'; '.join(d.reference)}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {"reference": self.reference, "kernel": self.kernel, "ok": self.ok,
+                "disagreements": [d.to_dict() for d in self.disagreements],
+                "notes": [d.to_dict() for d in self.notes], "outputs": self.outputs}
+
+
+# torch functions on the host that compute several of the reference's functions
+HOST_FUNCTIONS = {"logsumexp": ("exp", "log"), "log_softmax": ("exp", "log"), "softmax": ("exp",),
+                  "sigmoid": ("exp",)}
+
+
+def kernel_tokens(entries: list) -> dict:
+    """Per category and key, the kernel sites of one cone: ``{"round": {fmt: [Site]}, "function":
+    {name: [Site]}, "integer": {name: [Site]}, "bits": [...], "rtz": {fmt: [Site]}}``."""
+    rounds, functions, integer, bits, rtz = {}, {}, {}, [], {}
+    for _, s in entries:
+        if s.kind in ("cast", "arith") and s.rounds and K.is_low(s.fmt):
+            rounds.setdefault(s.fmt, []).append(s)
+            if (s.rounding or "rtne") != "rtne":
+                rtz.setdefault(s.fmt, []).append(s)
+        elif s.kind == "math" and s.function != "pow2":
+            functions.setdefault(s.function, []).append(s)
+            if s.rounds and K.is_low(s.fmt):
+                rounds.setdefault(s.fmt, []).append(s)
+        elif s.kind == "host":
+            hk = s.detail.get("host_kind")
+            if hk in ("cast", "arith", "sum", "dot") and s.rounds and K.is_low(s.fmt):
+                rounds.setdefault(s.fmt, []).append(s)
+            elif hk == "math":
+                for f in HOST_FUNCTIONS.get(s.detail.get("name"), (s.function,)):
+                    functions.setdefault(f, []).append(s)
+        elif s.kind == "round-int":
+            integer.setdefault(s.detail.get("name"), []).append(s)
+        elif s.kind == "bits":
+            bits.append(s)
+        elif s.kind == "atomic" and K.is_low(s.fmt):
+            rounds.setdefault(s.fmt, []).append(s)
+    return {"round": rounds, "function": functions, "integer": integer, "bits": bits, "rtz": rtz}
+
+
+def _kpos(sites) -> list:
+    out = []
+    for s in sites:
+        p = f"{s.where.short()} {s.text()}"
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def _rpos(sites) -> list:
+    out = []
+    for s in sites:
+        p = f"{os.path.basename(s.file) if s.file else '?'}:{s.line} {s.what}"
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def _components(levels: list, links) -> list:
+    keys = {l.key: l for l in levels}
+    parent = {k: k for k in keys}
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+    for a, b in links:
+        if a in parent and b in parent:
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[ra] = rb
+    groups = {}
+    for k in keys:
+        groups.setdefault(find(k), []).append(keys[k])
+    return list(groups.values())
+
+
+@dataclass
+class _Side:
+    """One cone of the kernel, summarised for comparison."""
+    tokens: dict
+    levels: list
+    chains: list
+
+
+def _summarise(cone: Cone, items: dict) -> _Side:
+    entries, levels = [], []
+    for k in sorted(cone.keys, key=repr):
+        stack, site, lvl = items[k]
+        if lvl is None or not lvl.detail.get("loop"):
+            entries.append((stack, site))     # a loop-carried add is its reduction's, not a rounding of its own
+        if lvl is not None:
+            levels.append(lvl)
+    return _Side(kernel_tokens(entries), levels, _components(levels, cone.links))
+
+
+def _kmax(sides: list, get) -> tuple:
+    """(largest count over the cones, the sites of that cone)."""
+    best = (0, [])
+    for sd in sides:
+        sites = get(sd)
+        if len(sites) > best[0]:
+            best = (len(sites), sites)
+    return best
+
+
+def compare_output(i: int, cones: list, items: dict, prof: dict, out_fmt: str | None,
+                   kernel_dtype: str | None) -> list:
+    """Disagreements (and notes) for output i: the kernel's cones against the reference's
+    per-element site counts."""
+    found = []
+    sides = [_summarise(c, items) for c in cones] or [_Side(kernel_tokens([]), [], [])]
+    ref_round = dict(prof.get("round", {}))
+    if out_fmt and kernel_dtype and K.is_low(kernel_dtype) and K.subset(kernel_dtype, out_fmt) \
+            and kernel_dtype != out_fmt:
+        # a wider reference output: the verdict rounds it to the stored format itself
+        from .reference import RefSite
+        n, lst = ref_round.get(kernel_dtype, (0, []))
+        ref_round[kernel_dtype] = (n + 1, lst + [RefSite("round", f"the verdict's rounding of output {i} to "
+                                                         f"{kernel_dtype}", kernel_dtype, None, None, None, "")])
+
+    # roundings to formats narrower than fp32, per element
+    fmts = set(ref_round) | {f for sd in sides for f in sd.tokens["round"]}
+    for fmt in sorted(fmts):
+        kn, ks = _kmax(sides, lambda sd: sd.tokens["round"].get(fmt, []))
+        rn, rs = ref_round.get(fmt, (0, []))
+        if kn != rn:
+            if kn > rn:
+                what = "an early rounding, or arithmetic in that format, the reference does not have"
+            else:
+                what = "the reference rounds where the kernel does not (a widening, or a later rounding)"
+            found.append(Disagreement(
+                "rounding", f"an element is rounded to {fmt} {kn} time(s) in the kernel and {rn} in the reference "
+                            f"({what})", _kpos(ks), _rpos(rs), [i]))
+    for sd in sides:
+        for fmt, v in sd.tokens["rtz"].items():
+            found.append(Disagreement("rounding-mode", f"the kernel rounds to {fmt} toward zero (rtz) where the "
+                                                       f"reference rounds to nearest even", _kpos(v),
+                                      _rpos(ref_round.get(fmt, (0, []))[1]), [i]))
+
+    # math functions: which functions an element's value passes (a kernel that recomputes a
+    # value the reference reuses, as a second pass recomputes exp(x - m), is the same function)
+    ref_fn = {k: v for k, v in prof.get("function", {}).items() if v[0] > 0}
+    kfn = {}
+    for sd in sides:
+        for name, v in sd.tokens["function"].items():
+            kfn.setdefault(name, []).extend(x for x in v if x not in kfn.get(name, []))
+    extra = {k: v for k, v in kfn.items() if k not in ref_fn}
+    missing = {k: v[1] for k, v in ref_fn.items() if k not in kfn}
+    if "sqrt_rn" in extra and "sqrt" in missing:
+        found.append(Disagreement("function", "a correctly rounded sqrt where the reference models the approximate "
+                                              "one (covered by its bound)", _kpos(extra.pop("sqrt_rn")),
+                                  _rpos(missing.pop("sqrt")), [i], "note"))
+    if "div_rn" in extra:
+        found.append(Disagreement("function", "the kernel divides correctly rounded (div_rn) where the reference "
+                                              "models the default division (covered by its bound)",
+                                  _kpos(extra.pop("div_rn")), [], [i], "note"))
+    if extra or missing:
+        kdesc = ", ".join(sorted(extra)) or "no other function"
+        rdesc = ", ".join(sorted(missing)) or "no other function"
+        found.append(Disagreement(
+            "function", f"the kernel computes {kdesc} where the reference has {rdesc}" + _function_hint(extra, missing),
+            _kpos([s for k in sorted(extra) for s in extra[k]]), _rpos([s for k in sorted(missing) for s in missing[k]]),
+            [i]))
+
+    # roundings to an integer written out (floor, ceil)
+    ref_int = prof.get("integer", {})
+    names = set(ref_int) | {f for sd in sides for f in sd.tokens["integer"]}
+    for name in sorted(names, key=str):
+        kn, ks = _kmax(sides, lambda sd: sd.tokens["integer"].get(name, []))
+        rn, rs = ref_int.get(name, (0, []))
+        if kn != rn:
+            found.append(Disagreement(
+                "integer-rounding", f"the kernel rounds to an integer with {name} {kn} time(s), the reference {rn} "
+                                    f"time(s)" + (": a rounding written by hand the reference does not model"
+                                                  if kn > rn else ""), _kpos(ks), _rpos(rs), [i]))
+    for sd in sides:
+        bits = sd.tokens["bits"]
+        if not bits:
+            continue
+        # float -> integer -> float on one element's way: its value was made on its encoding (a
+        # rounding or scaling by hand); one direction alone (reading an exponent) is a note
+        to_int = any(K.fmt_obj(s.src_fmt) is not None for s in bits)
+        to_float = any(K.fmt_obj(s.fmt) is not None for s in bits)
+        if to_int and to_float:
+            found.append(Disagreement("bits", "the kernel computes the value through its encoding (a bitcast to an "
+                                              "integer and back): a rounding or scaling by hand the reference does "
+                                              "not model", _kpos(bits), [], [i]))
+        else:
+            found.append(Disagreement("bits", "the kernel reads a float's encoding (a bitcast)", _kpos(bits), [], [i],
+                                      "note"))
+
+    found.extend(_compare_levels(i, sides, prof))
+    return found
+
+
+def _function_hint(extra: dict, missing: dict) -> str:
+    if "sqrt" in extra and "rsqrt" in missing:
+        return " (1/sqrt(x) is an approximate sqrt and a division, not rsqrt)"
+    if "exp2" in extra and "exp" in missing:
+        return " (exp2 of x without the log2(e) factor is 2^x, not e^x)"
+    if "sqrt" in extra and "sqrt_rn" in missing:
+        return " (tl.sqrt is approximate; the reference assumes the correctly rounded sqrt_rn)"
+    return ""
+
+
+def _compare_levels(i: int, sides: list, prof: dict) -> list:
+    """Reductions and dots: per format, the reference's count on one element must lie between
+    the kernel's chains and its levels (a split reduction is several levels of one chain)."""
+    found = []
+    for kind in ("sum", "dot"):
+        ref = prof.get(kind, {})
+
+        def chains_of(sd, fmt):
+            return [c for c in sd.chains if any(l.kind == kind and l.fmt == fmt for l in c)
+                    and (kind == "dot" or not any(x.kind == "dot" for x in c))]
+
+        def levels_of(sd, fmt):
+            in_dot = {id(l) for c in sd.chains if any(x.kind == "dot" for x in c) for l in c}
+            return [l for l in sd.levels if l.kind == kind and l.fmt == fmt and (kind == "dot" or id(l) not in in_dot)]
+        fmts = set(ref) | {l.fmt for sd in sides for l in sd.levels if l.kind == kind and l.fmt}
+        surplus, deficit = [], []
+        for fmt in sorted(fmts):
+            C = max((len(chains_of(sd, fmt)) for sd in sides), default=0)
+            Lsd = max(sides, key=lambda sd: len(levels_of(sd, fmt)))
+            L = levels_of(Lsd, fmt)
+            R, rs = ref.get(fmt, (0, []))
+            if R < C:
+                surplus.append((fmt, L, rs, C, R))
+            elif R > len(L):
+                deficit.append((fmt, L, rs, R))
+        noun = "reduction" if kind == "sum" else "dot"
+        for fmt, L, rs, C, R in surplus:
+            other = next((d for d in deficit if d[0] != fmt), None)
+            if other is not None and kind == "dot" and other[0] == "tf32" and fmt == "fp32":
+                # a TF32 accumulator model has the larger unit roundoff: its bound covers fp32's
+                deficit.remove(other)
+                found.append(Disagreement("dot-format", "the reference accumulates the dot in tf32, a looser bound "
+                                                        "than the kernel's fp32 accumulation (covered)",
+                                          _kpos([l.site for l in L]), _rpos(other[2]), [i], "note"))
+                continue
+            if other is not None:
+                deficit.remove(other)
+                found.append(Disagreement(f"{noun}-format", f"the kernel accumulates in {fmt} where the reference "
+                                                            f"{'sums' if kind == 'sum' else 'accumulates'} in {other[0]}",
+                                          _kpos([l.site for l in L]), _rpos(other[2]), [i]))
+            else:
+                found.append(Disagreement(noun, f"an element passes {C} {noun}(s) in {fmt} in the kernel and {R} in "
+                                                f"the reference", _kpos([l.site for l in L]), _rpos(rs), [i]))
+        for fmt, L, rs, R in deficit:
+            found.append(Disagreement(noun, f"an element passes {R} {noun}(s) in {fmt} in the reference and "
+                                            f"{len(L)} in the kernel", _kpos([l.site for l in L]), _rpos(rs), [i]))
+    for sd in sides:
+        found.extend(_order_checks(i, sd.chains, prof.get("sum", {})))
+        found.extend(_dot_checks(i, [l for l in sd.levels if l.kind == "dot"], prof.get("dot", {})))
+    return found
+
+
+def _order_checks(i, chains, ref_sums: dict) -> list:
+    """A reference sum whose order model is narrower than "any" must cover the kernel's order."""
+    from ..calculus.ops import depth as ref_depth
+    found = []
+    for fmt, (_, rs) in ref_sums.items():
+        for r in rs:
+            order, n = r.detail.get("order"), r.detail.get("n")
+            if order in ("any", "sequential") or n is None:
+                continue
+            want = ref_depth(order, n)
+            worst, sites = None, []
+            for c in chains:
+                if not any(l.kind == "sum" and l.fmt == fmt for l in c):
+                    continue
+                d = 0
+                for l in c:
+                    if l.depth is None:
+                        d = None
+                        break
+                    d += l.depth
+                d = n - 1 if d is None else min(d, n - 1)
+                if worst is None or d > worst:
+                    worst, sites = d, [l.site for l in c]
+            if worst is not None and worst > want:
+                found.append(Disagreement(
+                    "order", f"the kernel's reduction in {fmt} passes a term through up to {worst} roundings; the "
+                             f"reference's order model {order!r} over {n} allows {want}",
+                    _kpos(sites), _rpos([r]), [i]))
+    return found
+
+
+def _dot_checks(i, dots: list, ref_dots: dict) -> list:
+    found = []
+    ref_all = [r for _, rs in ref_dots.values() for r in rs]
+    if not dots or not ref_all:
+        return found
+    ref_rounded = any(r.detail.get("rounded_products") for r in ref_all)
+    ref_acc = {r.fmt for r in ref_all}
+    for l in dots:
+        d = l.detail
+        if d.get("host"):
+            continue
+        prec = d.get("precision", "ieee")
+        if not d.get("exact_products") and not ref_rounded:
+            found.append(Disagreement("dot", "the kernel's dot rounds its products (fp32 operands) where the "
+                                             "reference takes them as exact", _kpos([l.site]), _rpos(ref_all), [i]))
+        if prec in ("tf32", "tf32x3") and l.site.src_fmt == "fp32" and "tf32" not in ref_acc:
+            found.append(Disagreement("dot", f"the kernel's dot on fp32 operands uses inputPrecision={prec} "
+                                             "(operands rounded to TF32); the reference models fp32",
+                                      _kpos([l.site]), _rpos(ref_all), [i]))
+        imp, mma = d.get("imprecise"), d.get("mma") or ""
+        if imp and l.site.src_fmt in ("e4m3fn", "e5m2") and "v3" in mma and "tf32" not in ref_acc:
+            found.append(Disagreement("dot", f"the kernel's fp8 dot runs on wgmma with maxNumImpreciseAcc={imp}: the "
+                                             "tensor core accumulates with fewer bits than fp32; the reference models "
+                                             "an fp32 accumulation (dot_acc='tf32' models the narrower one)",
+                                      _kpos([l.site]), _rpos(ref_all), [i]))
+        elif mma:
+            found.append(Disagreement("dot", f"the kernel's dot runs on tensor cores ({mma}); the reference's fp32 "
+                                             "accumulation bound assumes round-to-nearest additions",
+                                      _kpos([l.site]), [], [i], "note"))
+    return found
+
+
+def check(kplan, rplan: ReferencePlan, *, kernel_name="kernel") -> PlanReport:
+    """Compare a kernel plan with a reference plan, output by output."""
+    cones = Cones(kplan)
+    found, per_output = [], []
+    outs = kplan.capture.outputs
+    if len(outs) != len(rplan.outputs):
+        found.append(Disagreement("outputs", f"the kernel returns {len(outs)} output(s), the reference "
+                                             f"{len(rplan.outputs)}", [], [], []))
+    for i, (o, ro) in enumerate(zip(outs, rplan.outputs)):
+        storage, dtype, _ = o
+        kdt = _fmt(dtype)
+        rf = ro["fmt"] or None
+        if kdt and rf and kdt != rf and not (K.is_low(kdt) and K.subset(kdt, rf)) and (kdt, rf) != ("fp32", "tf32"):
+            # a narrower reference output than the stored one, or an unrelated format
+            found.append(Disagreement("output-format", f"output {i} is stored as {kdt}; the reference's output is "
+                                                       f"{rf}", [], [], [i]))
+        out_cones = cones.output(storage) if storage is not None else []
+        prof = rplan.output_profile(i)
+        per_output.append({"output": i, "kernel_format": kdt, "reference_format": rf, "stores": len(out_cones),
+                           "kernel_sites": max((len(c.keys) for c in out_cones), default=0)})
+        found.extend(compare_output(i, out_cones, cones.items, prof, rf, kdt))
+    if kplan.capture.error:
+        found.append(Disagreement("launcher", f"the launcher raised after {len(kplan.capture.launches)} launch(es): "
+                                              f"{kplan.capture.error}; the plan covers those launches only",
+                                  [], [], [], "note"))
+    fma = [s for s in kplan.sites() if s.kind == "fma"]
+    if fma and kplan.fp_fusion():
+        found.append(Disagreement("fma", f"FP fusion is on: {len(fma)} multiply-add pair(s) may be contracted into one "
+                                         "FMA (one rounding fewer); the reference admits both evaluations",
+                                  _kpos(fma[:6]), [], [], "note"))
+    merged = {}
+    for d in found:
+        k = d.key()
+        if k in merged:
+            merged[k].outputs = sorted(set(merged[k].outputs) | set(d.outputs))
+        else:
+            merged[k] = d
+    ds = [d for d in merged.values() if d.severity == "disagreement"]
+    notes = [d for d in merged.values() if d.severity != "disagreement"]
+    return PlanReport(rplan.name, kernel_name, ds, notes, kplan, rplan, per_output)
+
+
+def _fmt(dtype: str | None) -> str | None:
+    from .extract import _torch_fmt
+    return _torch_fmt(dtype)

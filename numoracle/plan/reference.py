@@ -1,0 +1,268 @@
+"""A reference program's precision plan: its sites, read from one run under the error calculus.
+
+The calculus records every site it makes (``Context.origins``: label, kind, format and the
+position in the reference program that made it).  Run uncondensed, each output's error form
+keeps the label of every site that contributes to it, which gives each output's sites: the
+reference's data flow, with no dataflow analysis of our own.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..errors import InvalidArgument
+
+# reference math calls -> the function the kernel computes for them (kernel.MATH's names):
+# numoracle's exp2 is exp2(x·log2 e) (logsumexp's exp="exp2"), i.e. the exponential;
+# sigmoid is 1/(1 + exp(-x)), built on the exponential.
+FUNCTIONS = {"exp": "exp", "exp2": "exp", "log": "log", "log2": "log2", "rsqrt": "rsqrt", "sqrt": "sqrt",
+             "sqrt_rn": "sqrt_rn", "sigmoid": "exp", "tanh": "tanh", "erf": "erf", "sin": "sin",
+             "cos": "cos", "div_rn": "div_rn", "log1p": "log1p", "expm1": "expm1"}
+_LABEL = re.compile(r"^(.*?) \[([\w<>.]+?):(\d+)(?::(\d+))?(?:@\d+)?(?:<[^\]]*)?\]$")
+_SUM = re.compile(r"^(\w+) sum over (\d+) \((.+) order\)$")
+_DOT = re.compile(r"^(\w+) dot over K=(\d+) \((.+?) order(, rounded products)?\)$")
+_ARITH = re.compile(r"^(\w+) (add|sub|mul)$")
+_ROUND = re.compile(r"^round to (\w+) \(\.to\)$")
+_CALL = re.compile(r"^([\w]+) \((?:[\d.+|x]+ ulp|[\d.]+\+[\d.]+\|x\| ulp|correctly rounded)\)$")
+_QUANT = re.compile(r"^quantize(?:_group\((\d+), (\w+), (\w+)\)| to (\w+) per group of (\d+) \((\w+) scale\))$")
+LOW = {"bf16", "fp16", "e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz", "e2m1", "tf32"}
+
+
+@dataclass
+class RefSite:
+    kind: str                  # round | function | sum | dot | arith | exact | other
+    what: str                  # the label without its position
+    fmt: str
+    file: str | None
+    line: int | None
+    col: int | None
+    label: str
+    function: str | None = None
+    detail: dict = field(default_factory=dict)
+
+    def key(self) -> tuple:
+        """One site of the program text (a line executed in a loop is one site)."""
+        return (self.file, self.line, self.col, self.what)
+
+    def where(self) -> str:
+        import os
+        f = os.path.basename(self.file) if self.file else "?"
+        return f"{f}:{self.line}"
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "what": self.what, "format": self.fmt, "file": self.file,
+                "line": self.line, "col": self.col, "function": self.function, "detail": self.detail}
+
+
+def classify(label: str, kind: str, fmt: str, file, line, col) -> RefSite | None:
+    m = _LABEL.match(label)
+    what = m.group(1) if m else label
+    if kind == "domain":
+        return None                      # the math call's library record carries it
+    s = RefSite("other", what, fmt, file, line, col, label)
+    if (mm := _ROUND.match(what)):
+        s.kind, s.fmt = "round", mm.group(1)
+    elif (mm := _ARITH.match(what)):
+        s.kind, s.fmt = "arith", mm.group(1)
+        s.detail["name"] = mm.group(2)
+    elif what.startswith("mean: divide by"):
+        s.kind = "arith"
+        s.detail["name"] = "div"
+    elif (mm := _SUM.match(what)):
+        s.kind, s.fmt = "sum", mm.group(1)
+        s.detail.update(n=int(mm.group(2)), order=_order(mm.group(3)))
+    elif (mm := _DOT.match(what)):
+        s.kind, s.fmt = "dot", mm.group(1)
+        s.detail.update(k=int(mm.group(2)), order=_order(mm.group(3)), rounded_products=bool(mm.group(4)))
+    elif (mm := _CALL.match(what)):
+        name = mm.group(1)
+        if name == "division":
+            s.kind = "division"
+        elif name in FUNCTIONS:
+            s.kind, s.function = "function", FUNCTIONS[name]
+            s.detail["call"] = name
+    elif (mm := _QUANT.match(what)):
+        s.kind = "quantize"
+        s.fmt = mm.group(2) or mm.group(4)
+        s.detail["rule"] = mm.group(3) or mm.group(6)
+    elif " mul (exact)" in what or " mul by " in what:
+        s.kind = "exact"
+    return s
+
+
+def _order(text: str):
+    return int(text) if text.isdigit() else text
+
+
+@dataclass
+class ReferencePlan:
+    name: str
+    file: str | None
+    sites: list                       # [RefSite] in the order made (one per execution)
+    outputs: list                     # per output: {"fmt": str, "labels": {label: element mask}, "extra": [...]}
+
+    def site(self, label: str) -> RefSite | None:
+        return self._by_label().get(label)
+
+    def _by_label(self) -> dict:
+        if not hasattr(self, "_labels"):
+            self._labels = {}
+            for s in self.sites:
+                self._labels.setdefault(s.label, s)
+        return self._labels
+
+    def output_profile(self, i: int) -> dict:
+        """For output i, per site category and key, the largest number of distinct sites any one
+        element passes (``{"round": {fmt: (count, [RefSite])}, "function": ..., "sum": ...,
+        "dot": ..., "integer": ...}``)."""
+        import torch
+        out = self.outputs[i]
+        labels = out["labels"]
+        if labels and not any(bool(m.any()) for m in labels.values()):
+            # every element's value is decided exactly in its format (the calculus settles a cast
+            # whose whole enclosure rounds to one value), which zeroes the terms: count the
+            # sites the output's form names instead
+            labels = {k: torch.ones_like(m) for k, m in labels.items()}
+        groups: dict = {}
+        for label, mask in labels.items():
+            site = self.site(label)
+            if site is None:
+                continue
+            key = _category(site)
+            if key is None:
+                continue
+            groups.setdefault(key, []).append((site, mask))
+        prof: dict = {}
+        for (cat, k), members in groups.items():
+            masks = torch.broadcast_tensors(*[m for _, m in members])
+            count = sum(m.to(torch.int32) for m in masks).reshape(-1)
+            if count.numel() == 0:
+                prof.setdefault(cat, {})[k] = (0, [])
+                continue
+            j = int(torch.argmax(count))
+            chosen = [s for (s, _), m in zip(members, masks) if bool(m.reshape(-1)[j])]
+            prof.setdefault(cat, {})[k] = (int(count[j]), chosen)
+        for s in out.get("extra", []):
+            key = _category(s)
+            if key is not None:
+                n, lst = prof.setdefault(key[0], {}).get(key[1], (0, []))
+                prof[key[0]][key[1]] = (n + 1, lst + [s])
+        return prof
+
+
+def _category(s: RefSite):
+    """(category, key) of a site for the plan check, or None for sites that are not compared."""
+    if s.kind == "round" and s.fmt in LOW:
+        return ("round", s.fmt)
+    if s.kind == "arith" and s.fmt in LOW:
+        return ("round", s.fmt)
+    if s.kind == "quantize-codes":
+        return ("round", s.fmt)
+    if s.kind == "function":
+        return ("function", s.function)
+    if s.kind == "round-int":
+        return ("integer", s.detail.get("name"))
+    if s.kind == "sum":
+        return ("sum", s.fmt)
+    if s.kind == "dot":
+        return ("dot", s.fmt)
+    return None
+
+
+def run_reference_positions(prog, inputs, params, prof):
+    """Run a reference program under the calculus, uncondensed, with labels that carry the
+    column (so that every site of the program text has its own label) and without settling
+    casts (so that every site's term stays where it reaches); the inputs as ``numoracle.check``
+    takes them."""
+    import torch
+
+    from ..calculus import form as FM
+    from ..calculus.tracked import Context, Tracked
+    from ..verdict.evaluation import as_input as _as_input
+    ctx = Context(profile=prof, condensed=False, columns=True, settle=False)
+    if len(inputs) != len(prog.input_names):
+        raise InvalidArgument(f"{prog.name} takes {len(prog.input_names)} inputs ({', '.join(prog.input_names)}) "
+                              f"but {len(inputs)} were given; pass them in the program's order.")
+    args = []
+    for i, (name, x) in enumerate(zip(prog.input_names, inputs)):
+        v, fmt = _as_input(i, name, x)
+        if fmt is None:
+            args.append(v)
+            continue
+        bad = ~torch.isfinite(v)
+        v = torch.where(bad, torch.zeros_like(v), v)
+        args.append(Tracked(v, fmt, FM.Form(), ctx, taint=bad if bool(bad.any()) else None))
+    unknown = set(params) - set(prog.param_names)
+    if unknown:
+        raise InvalidArgument(f"unknown parameter(s) {sorted(unknown)} for {prog.name}; it takes "
+                              f"{prog.param_names or 'no keyword parameters'}.")
+    out = prog.fn(*args, **params)
+    return (list(out) if isinstance(out, (tuple, list)) else [out]), ctx
+
+
+def _element_labels(t, ctx) -> dict:
+    """label -> bool mask over the output's elements where that site's error reaches it."""
+    import torch
+    form = getattr(t, "form", None)
+    if form is None:
+        return {}
+    shape = tuple(t.c.shape)
+    out = {}
+
+    def put(label, mag):
+        m = (mag.abs() > 0) if isinstance(mag, torch.Tensor) else torch.tensor(bool(mag))
+        m = torch.broadcast_to(m, shape) if m.dim() <= len(shape) else m
+        out[label] = out[label] | m if label in out else m
+    for e in form.private:
+        put(e.label, e.abs)
+    for k, term in form.shared.items():
+        if k in ctx.symbols:
+            put(ctx.symbols[k][1], term.coef)
+    for label, v in form.det.items():
+        put(label, v)
+    return out
+
+
+def reference_plan(program, inputs, params, *, profile="h200") -> ReferencePlan:
+    """Run ``program`` once under the calculus on ``inputs`` and read its sites."""
+    import inspect
+
+    from ..mathlib import load
+    from ..reference import reference as as_reference
+
+    prog = as_reference(program)
+    prof = load(profile) if isinstance(profile, str) else profile
+    outs, ctx = run_reference_positions(prog, list(inputs), dict(params or {}), prof)
+    try:
+        file = inspect.getsourcefile(prog.fn)
+    except TypeError:
+        file = None
+    sites = [s for s in (classify(o.label, o.kind, o.fmt, o.file, o.line, o.col) for o in ctx.origins) if s]
+    outputs = []
+    for t in outs:
+        entry = {"fmt": str(getattr(t, "fmt", "")), "labels": _element_labels(t, ctx), "extra": []}
+        q = getattr(t, "quantizer", None)
+        if q is not None:
+            entry["extra"] = _quantizer_sites(q, getattr(t, "kind", "codes"), file)
+            entry["labels"].update(_element_labels(q.x, ctx))
+        outputs.append(entry)
+    return ReferencePlan(prog.name, file, sites, outputs)
+
+
+def _quantizer_sites(q, kind: str, file) -> list:
+    """A quantizer output's sites: the codes' rounding to the fp8 format, and the scale rule's
+    math (UE8M0: log2 then ceil, an exact power of two)."""
+    m = _LABEL.match(q.label)
+    line = int(m.group(3)) if m else None
+    what = m.group(1) if m else q.label
+    fmt = str(q.fmt)
+    out = []
+    if kind == "codes":
+        out.append(RefSite("quantize-codes", f"{what}: codes", fmt, file, line, None, q.label))
+    if q.rule == "ue8m0":
+        out.append(RefSite("function", f"{what}: log2 of the scale", "fp32", file, line, None, q.label,
+                           function="log2"))
+        out.append(RefSite("round-int", f"{what}: ceil of log2", "fp32", file, line, None, q.label,
+                           detail={"name": "ceil"}))
+    return out

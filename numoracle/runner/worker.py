@@ -1,0 +1,645 @@
+"""A supervised worker process that runs kernels (docs/design.md §9).
+
+A kernel may crash its process (an out-of-bounds store on the interpreter, a segfault in a
+driver), exit it, hang in C where no signal reaches Python, or leak.  Long runs therefore
+run kernels in a child process that this process supervises:
+
+* a *zygote* is started with ``python -m numoracle.runner.worker`` (no multiprocessing: it
+  works inside daemonic pool and Dask workers, and never re-imports the caller's
+  ``__main__``); it imports torch, Triton and numoracle, takes the parent's settings and
+  (for the interpreter) its backend, and then only forks: each child that runs kernels is a
+  fork of it, ready in milliseconds, so a crash costs no new imports (a shrinker re-running
+  a crashing case dozens of times stays fast).  The zygote never runs a kernel, never
+  starts a thread pool (one thread while it imports: a fork copies no pool's locks) and
+  never touches CUDA (a GPU child selects its backend after the fork);
+* a call that does not return within its limit kills the child (SIGKILL), one whose child
+  dies is a ``crash`` with the signal or exit code and the end of the child's
+  ``faulthandler`` dump; the next call forks a new child;
+* the child dies with its parent (``PR_SET_PDEATHSIG`` where Linux offers it, and a thread
+  that watches the parent's pid everywhere), ignores SIGINT (Ctrl-C in a terminal reaches
+  the whole process group: the parent decides), and sends only plain data back: tensors as
+  (dtype, shape, bytes), anything else as its ``repr``;
+* the child says its resident memory after every call, so that a run can watch it.
+
+A kernel is named to the child by a *recipe*, since a function cannot cross a process
+boundary: ``("import", "module:qualname")`` for a module-level function, or
+``("call", "module:function", args)`` for one made by a factory (a kernel picking some
+outputs, a mutant built from source).  ``recipe_of`` finds it; a kernel without one runs
+in-process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import os
+import pickle
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from .outcomes import Execution
+
+# set on a kernel to say how another process can make it (see the module docstring)
+RECIPE = "__numoracle_recipe__"
+_STARTUP_SECONDS = 300.0           # imports and backend set-up, which are not the kernel's time
+
+
+# ---- recipes ---------------------------------------------------------------------------
+
+def recipe_of(kernel):
+    """How a worker process can make ``kernel`` again, or None (a lambda, a closure, a
+    function of ``__main__``: those run in-process)."""
+    given = getattr(kernel, RECIPE, None)
+    if given is not None:
+        return given
+    picks = getattr(kernel, "__numoracle_picks__", None)
+    if picks is not None:                     # operators.pick_outputs: the inner kernel's, then the pick
+        inner = recipe_of(picks[0])
+        return None if inner is None else ("call", "numoracle.runner.worker:picked", (inner, picks[1]))
+    mod, qual = getattr(kernel, "__module__", None), getattr(kernel, "__qualname__", None)
+    if not mod or not qual or mod == "__main__" or "<" in qual:
+        return None
+    try:
+        obj = importlib.import_module(mod)
+        for part in qual.split("."):
+            obj = getattr(obj, part)
+    except Exception:
+        return None
+    return ("import", f"{mod}:{qual}") if obj is kernel else None
+
+
+def _attribute(path: str):
+    mod, _, qual = path.partition(":")
+    obj = importlib.import_module(mod)
+    for part in qual.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def picked(inner, pick):
+    """The kernel ``inner`` names, keeping the outputs ``pick`` names (operators.pick_outputs)."""
+    from ..operators.operator import pick_outputs
+    return pick_outputs(make(inner), pick)
+
+
+def make(recipe):
+    """The kernel a recipe names (in the worker)."""
+    kind = recipe[0]
+    if kind == "import":
+        return _attribute(recipe[1])
+    if kind == "call":
+        return _attribute(recipe[1])(*recipe[2])
+    raise ValueError(f"unknown kernel recipe {recipe!r}")
+
+
+# ---- plain data across the pipe ----------------------------------------------------------
+
+def pack(x):
+    """Tensors as (dtype, shape, bytes); containers of them; plain values as they are;
+    anything else as its repr (the parent never unpickles an object the kernel made)."""
+    import torch
+    if isinstance(x, torch.Tensor):
+        if x.device.type == "meta":            # no data to send: the parent sees where it was
+            return {"__tensor__": str(x.dtype).removeprefix("torch."), "shape": list(x.shape), "meta": True}
+        t = x.detach().cpu().contiguous()
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        return {"__tensor__": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "data": raw}
+    if isinstance(x, (tuple, list)):
+        return {"__seq__": type(x).__name__, "items": [pack(v) for v in x]}
+    if isinstance(x, dict):
+        return {"__dict__": [(str(k), pack(v)) for k, v in x.items()]}
+    if x is None or isinstance(x, (bool, int, float, str, bytes)):
+        return x
+    return {"__repr__": repr(x)[:300], "type": type(x).__name__}
+
+
+class Unpicklable:
+    """What a kernel returned that is no tensor, a container or a plain value."""
+
+    def __init__(self, text: str, type_name: str):
+        self.text, self.type_name = text, type_name
+
+    def __repr__(self):
+        return self.text
+
+
+def unpack(x, device="cpu"):
+    import torch
+    if isinstance(x, dict):
+        if "__tensor__" in x:
+            dt = getattr(torch, x["__tensor__"])
+            if x.get("meta"):
+                return torch.empty(x["shape"], dtype=dt, device="meta")
+            if not x["data"]:
+                return torch.empty(x["shape"], dtype=dt, device=device)
+            flat = torch.frombuffer(bytearray(x["data"]), dtype=torch.uint8).view(dt)
+            return flat.reshape(x["shape"]).to(device)
+        if "__seq__" in x:
+            items = [unpack(v, device) for v in x["items"]]
+            return tuple(items) if x["__seq__"] == "tuple" else items
+        if "__dict__" in x:
+            return {k: unpack(v, device) for k, v in x["__dict__"]}
+        if "__repr__" in x:
+            return Unpicklable(x["__repr__"], x["type"])
+    return x
+
+
+def _send(fd: int, msg) -> None:
+    data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(len(data).to_bytes(8, "little") + data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes | None:
+    """n bytes from fd, or None at end of file; raises TimeoutError past ``deadline``."""
+    chunks, left = [], n
+    while left:
+        if deadline is not None:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+                raise TimeoutError
+        b = os.read(fd, min(left, 1 << 20))
+        if not b:
+            return None
+        chunks.append(b)
+        left -= len(b)
+    return b"".join(chunks)
+
+
+def _receive(fd: int, deadline: float | None):
+    head = _read_exactly(fd, 8, deadline)
+    if head is None:
+        return None
+    body = _read_exactly(fd, int.from_bytes(head, "little"), deadline)
+    return None if body is None else pickle.loads(body)
+
+
+def rss_mb() -> float:
+    """This process's resident memory in MiB (peak where the current figure is unknown)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        import resource
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / 2**20 if sys.platform == "darwin" else peak / 1024
+
+
+# ---- the parent's side --------------------------------------------------------------------
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(code).name
+    except ValueError:
+        return f"signal {code}"
+
+
+class _Zygote:
+    """The process that forks children; the parent talks to it over a Unix socket, passing
+    each child's pipes to it (SCM_RIGHTS) and asking it to reap children it killed."""
+
+    def __init__(self, backend, values: dict):
+        import socket
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = dict(os.environ, **backend.environment())
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [os.getcwd(), *sys.path] if p)
+        cmd = [sys.executable, "-m", "numoracle.runner.worker", "zygote", str(theirs.fileno())]
+        try:
+            self.proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
+                                         stdout=sys.stderr.fileno() if _has_fd(sys.stderr) else None)
+        finally:
+            theirs.close()
+        self.sock = ours
+        self._request(("hello", {"backend": backend.name, "profile": backend.math_profile, "settings": values,
+                                 "cwd": os.getcwd()}), _STARTUP_SECONDS)
+
+    def _request(self, msg, timeout: float | None = 30.0, fds=()):
+        import socket
+        data = pickle.dumps(msg)
+        try:
+            socket.send_fds(self.sock, [len(data).to_bytes(8, "little") + data], list(fds))
+            reply = _receive(self.sock.fileno(), None if timeout is None else time.monotonic() + timeout)
+        except (TimeoutError, OSError) as exc:
+            raise RuntimeError(f"the kernel worker's zygote process did not answer ({type(exc).__name__}); "
+                               f"it {'is running' if self.proc.poll() is None else 'ended'}") from None
+        if reply is None:
+            raise RuntimeError(f"the kernel worker's zygote process ended (code {self.proc.poll()})")
+        if reply[0] == "failed":
+            raise RuntimeError(f"the kernel worker's zygote process could not start: {reply[1]}")
+        return reply
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def fork(self, recipes, fds) -> int:
+        return self._request(("fork", list(recipes)), fds=fds)[1]
+
+    def wait(self, pid: int) -> int:
+        """The child's exit code as subprocess gives it (negative: killed by that signal)."""
+        return self._request(("wait", pid), timeout=60.0)[1]
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        if self.proc.poll() is None:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class _Child:
+    """One child process forked by the zygote: its pipes and its faulthandler log."""
+
+    def __init__(self, zygote: _Zygote, recipes):
+        req_r, req_w = os.pipe()
+        res_r, res_w = os.pipe()
+        self.log = tempfile.TemporaryFile(prefix="numoracle-worker-")
+        self.zygote = zygote
+        try:
+            self.pid = zygote.fork(recipes, (req_r, res_w, self.log.fileno()))
+        except BaseException:
+            for fd in (req_r, req_w, res_r, res_w):
+                os.close(fd)
+            self.log.close()
+            raise
+        os.close(req_r)
+        os.close(res_w)
+        self.to, self.frm = req_w, res_r
+        self.code = None
+        self.ready = False
+
+    def wait_ready(self) -> None:
+        if self.ready:
+            return
+        try:
+            reply = _receive(self.frm, time.monotonic() + _STARTUP_SECONDS)
+        except (TimeoutError, OSError) as exc:
+            raise RuntimeError(f"the kernel worker process did not start within {_STARTUP_SECONDS:g} s "
+                               f"({type(exc).__name__})") from None
+        if reply is None or reply[0] != "ready":
+            raise RuntimeError(f"the kernel worker process could not start: "
+                               f"{reply[1] if reply else self.death()[0]}")
+        self.ready = True
+
+    def _reap(self) -> int:
+        if self.code is None:
+            self.code = self.zygote.wait(self.pid)
+        return self.code
+
+    def death(self) -> tuple:
+        """How the child ended: ('was killed by SIGSEGV', 'SIGSEGV') or ('exited with code 7', 'exit 7')."""
+        code = self._reap()
+        if code < 0:
+            name = _signal_name(-code)
+            return f"was killed by {name}", name
+        return f"exited with code {code}", f"exit {code}"
+
+    def log_tail(self, n: int = 3000) -> str:
+        try:
+            self.log.seek(0, os.SEEK_END)
+            size = self.log.tell()
+            self.log.seek(max(0, size - n))
+            return self.log.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
+
+    def close(self, kill: bool = False) -> None:
+        for fd in (self.to, self.frm):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if self.code is None:
+            if kill:
+                try:
+                    os.kill(self.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:                       # closing its request pipe ends the child's loop
+                self._reap()
+            except RuntimeError:       # the zygote is gone, and its children with it
+                pass
+        self.log.close()
+
+
+class Worker:
+    """A supervised child process for one backend; ``call`` runs a kernel there and always
+    returns an ``Execution`` (the child's death and hangs included)."""
+
+    def __init__(self, backend, settings_values: dict | None = None):
+        self.backend = backend
+        self.settings_values = settings_values
+        self.starts = 0
+        self.calls = 0
+        self._zygote: _Zygote | None = None
+        self._child: _Child | None = None
+        self._recipes: list = []           # kernels the zygote imports before it forks
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._child is None else self._child.pid
+
+    def alive(self) -> bool:
+        return self._child is not None and self._child.code is None
+
+    def _values(self) -> dict:
+        from ..config import settings
+        values = dict(self.settings_values if self.settings_values is not None else settings.default.to_dict())
+        values["isolate"] = False                 # the child runs its kernels itself
+        return values
+
+    def start(self) -> None:
+        if self._child is not None:
+            self._child.close(kill=True)
+            self._child = None
+        if self._zygote is None or not self._zygote.alive():
+            if self._zygote is not None:
+                self._zygote.close()
+            self._zygote = _Zygote(self.backend, self._values())
+        child = _Child(self._zygote, self._recipes[-8:])
+        self.starts += 1
+        try:
+            child.wait_ready()
+        except BaseException:
+            child.close(kill=True)
+            raise
+        self._child = child
+
+    def _lose(self) -> None:
+        """The current child is gone (killed or dead)."""
+        if self._child is not None:
+            self._child.close(kill=True)
+            self._child = None
+
+    def call(self, recipe, inputs, params, config, timeout=None) -> Execution:
+        """Run the kernel ``recipe`` names on ``inputs`` in the child."""
+        t0 = time.perf_counter()
+        if recipe not in self._recipes:
+            self._recipes.append(recipe)
+        # the settings of this call (an autotuned kernel's config on the interpreter reads them)
+        msg = ("call", recipe, pack(tuple(inputs)), pack(dict(params)), pack(dict(config)), self._values())
+        for attempt in (0, 1):
+            if not self.alive():
+                self.start()
+            try:
+                _send(self._child.to, msg)
+                break
+            except OSError:
+                # the child died after its last call: that death is nobody's case; start afresh
+                self._lose()
+                if attempt:
+                    raise
+        self.calls += 1
+        child = self._child
+        deadline = None if not timeout else time.monotonic() + timeout
+        try:
+            reply = _receive(child.frm, deadline)
+        except TimeoutError:
+            self._lose()
+            return Execution("timeout", error=f"no return within {timeout:g} s (worker process killed)",
+                             error_type="KernelTimeout", seconds=time.perf_counter() - t0, where="worker")
+        except BaseException:
+            # an interrupt of this process while the kernel runs: the case is abandoned
+            self._lose()
+            raise
+        if reply is None:
+            why, what = child.death()
+            tail = child.log_tail()
+            self._lose()
+            return Execution("crash", error=f"the worker process {why}", error_type=what, traceback=tail,
+                             seconds=time.perf_counter() - t0, where="worker")
+        if reply[0] == "ok":
+            _, outs, rss = reply
+            return Execution("ok", unpack(outs, self.backend.device), seconds=time.perf_counter() - t0,
+                             where="worker", rss_mb=rss)
+        _, error_type, text, tb, origin, rss = reply
+        return Execution("error", error=text, error_type=error_type, traceback=tb, origin=origin,
+                         seconds=time.perf_counter() - t0, where="worker", rss_mb=rss)
+
+    def close(self, kill: bool = False) -> None:
+        if self._child is not None:
+            self._child.close(kill=kill)
+            self._child = None
+        if self._zygote is not None:
+            self._zygote.close()
+            self._zygote = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close(kill=True)
+        return False
+
+
+def _has_fd(stream) -> bool:
+    try:
+        stream.fileno()
+        return True
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+_SHARED: dict = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared(backend) -> Worker:
+    """This process's worker for ``backend`` (one per backend, started on first use and
+    closed at exit).  Its settings are those current at each start."""
+    with _SHARED_LOCK:
+        w = _SHARED.get(backend.name)
+        if w is None:
+            w = _SHARED[backend.name] = Worker(backend)
+        return w
+
+
+def close_all() -> None:
+    for w in list(_SHARED.values()):
+        w.close(kill=True)
+    _SHARED.clear()
+
+
+atexit.register(close_all)
+
+
+# ---- the child's side -----------------------------------------------------------------------
+
+def die_with_parent() -> None:
+    """End this process when the one that started it ends, however it ends (kill -9 too):
+    the kernel's death signal on Linux, and a thread watching the parent's pid."""
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            PR_SET_PDEATHSIG = 1
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except Exception:  # noqa: BLE001 - the watching thread below still ends it
+            pass
+    if os.getppid() != parent:          # the parent died before the call above took effect
+        os._exit(1)
+
+    def watch():
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+    threading.Thread(target=watch, name="numoracle-parent-watch", daemon=True).start()
+
+
+def _origin(tb) -> str:
+    """file:line where the exception was raised (the innermost frame)."""
+    import traceback
+    frames = traceback.extract_tb(tb)
+    return f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+
+
+def _setup(info: dict, select_backend: bool):
+    """Settings and (when ``select_backend``) the backend, as the parent has them."""
+    os.chdir(info["cwd"])
+    from .. import backends
+    from ..config import settings
+    settings.register_profile("numoracle-worker", **info["settings"])
+    settings.load_profile("numoracle-worker")
+    return backends.select(info["backend"], profile=info["profile"]) if select_backend else None
+
+
+def zygote(sock_fd: int) -> int:  # pragma: no cover - runs in the zygote
+    """Import everything once, then fork a child per request (see the module docstring)."""
+    import socket
+
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sock = socket.socket(fileno=sock_fd)
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)                  # no thread pool before a fork
+    hello = _receive(sock_fd, None)
+    if hello is None:
+        return 0
+    info = hello[1]
+    on_gpu = info["backend"] == "gpu"
+    try:
+        backend = _setup(info, select_backend=not on_gpu)   # CUDA is initialised after the fork only
+        importlib.import_module("numoracle.operators")      # what kernels import
+    except BaseException as exc:  # noqa: BLE001 - said to the parent
+        _send(sock_fd, ("failed", f"{type(exc).__name__}: {exc}"))
+        return 1
+    _send(sock_fd, ("ready", os.getpid()))
+    kernels: dict = {}
+    while True:
+        try:
+            head, fds, _, _ = socket.recv_fds(sock, 8, 3)
+        except OSError:
+            return 0
+        if len(head) < 8:
+            return 0
+        body = _read_exactly(sock_fd, int.from_bytes(head, "little"), None)
+        if body is None:
+            return 0
+        msg = pickle.loads(body)
+        if msg[0] == "wait":
+            try:
+                _, status = os.waitpid(msg[1], 0)
+                code = os.waitstatus_to_exitcode(status)
+            except ChildProcessError:
+                code = 0
+            _send(sock_fd, ("status", code))
+            continue
+        for recipe in msg[1]:                 # kernels imported once, here, inherited by every child
+            if recipe not in kernels and not on_gpu:
+                try:
+                    kernels[recipe] = make(recipe)
+                except BaseException:  # noqa: BLE001 - the child will say why, on its call
+                    pass
+        pid = os.fork()
+        if pid == 0:
+            try:
+                sock.close()
+                req_fd, res_fd, log_fd = fds
+                torch.set_num_threads(threads)
+                code = serve(req_fd, res_fd, log_fd, info, backend, kernels)
+            except BaseException:  # noqa: BLE001
+                code = 1
+            os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        _send(sock_fd, ("forked", pid))
+
+
+def serve(req_fd: int, res_fd: int, log_fd: int, info: dict, backend, kernels: dict) -> int:  # pragma: no cover
+    """A child's loop: run each call's kernel, answer with its outputs or its exception."""
+    import faulthandler
+    import traceback
+
+    import torch
+
+    die_with_parent()
+    log = os.fdopen(log_fd, "w", buffering=1)
+    faulthandler.enable(file=log, all_threads=True)
+    try:
+        if backend is None:
+            backend = _setup(info, select_backend=True)
+    except BaseException as exc:  # noqa: BLE001 - said to the parent
+        _send(res_fd, ("failed", f"{type(exc).__name__}: {exc}"))
+        return 1
+    _send(res_fd, ("ready", os.getpid()))
+    from ..config import settings
+    current = info["settings"]
+    while True:
+        msg = _receive(req_fd, None)
+        if msg is None or msg[0] != "call":
+            return 0
+        _, recipe, inputs, params, config, values = msg
+        if values != current:
+            settings.register_profile("numoracle-worker", **values)
+            settings.load_profile("numoracle-worker")
+            current = values
+        try:
+            kernel = kernels.get(recipe)
+            if kernel is None:
+                kernel = kernels[recipe] = make(recipe)
+            ins = unpack(inputs, backend.device)
+            out = kernel(*ins, **unpack(params), **unpack(config))
+            if backend.device.startswith("cuda"):
+                torch.cuda.synchronize()
+            sent = pack(out)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt included: the kernel's
+            reply = ("error", type(exc).__name__, f"{type(exc).__name__}: {exc}"[:800],
+                     traceback.format_exc()[-1500:], _origin(exc.__traceback__), rss_mb())
+        else:
+            reply = ("ok", sent, rss_mb())
+        try:
+            _send(res_fd, reply)
+        except OSError:                        # the parent is gone
+            return 0
+        except BaseException:  # noqa: BLE001 - the outputs would not pickle: say so instead
+            _send(res_fd, ("error", "TypeError", "the kernel's outputs cannot be sent to the parent",
+                           "", "", rss_mb()))
+
+
+def _main(argv: list[str]) -> int:  # pragma: no cover - runs in the zygote
+    if argv[:1] != ["zygote"]:
+        return 2
+    try:
+        return zygote(int(argv[1]))
+    except (OSError, EOFError):
+        # The parent went away mid-message (it was terminated or killed): nothing is owed to
+        # anyone, and a traceback on the terminal the user just interrupted would only alarm.
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(_main(sys.argv[1:]))

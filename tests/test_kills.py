@@ -1,0 +1,184 @@
+"""kill -9 and SIGTERM at random moments of fuzz, campaign (every stage) and replay: no
+corrupt case, no finished unit lost or recomputed, no orphan process (counted by a marker
+in the environment of every process the run starts).  Slow tier: each run is real."""
+
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from numoracle import corpus as C
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def _marked(mark: str) -> list:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if mark.encode() in f.read():
+                        found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
+def _orphans(mark: str, seconds: float = 15.0) -> list:
+    end = time.time() + seconds
+    while time.time() < end and _marked(mark):
+        time.sleep(0.2)
+    return _marked(mark)
+
+
+def _start(args, mark):
+    env = dict(os.environ, NUMORACLE_TEST_MARK=mark, PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, "-m", "numoracle", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _kill(p, sig):
+    p.send_signal(sig)
+    try:
+        _, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _, err = p.communicate()
+        raise AssertionError(f"no exit within 120 s of {sig!r}")
+    return err
+
+
+def _tree(d: Path) -> dict:
+    return {str(f.relative_to(d)): (f.stat().st_mtime_ns, hashlib.sha1(f.read_bytes()).hexdigest())
+            for f in sorted(d.rglob("*")) if f.is_file() and ".tmp" not in str(f.relative_to(d)) and f.name != ".lock"}
+
+
+def test_fuzz_killed_at_random_moments_leaves_only_whole_cases_and_no_orphans(tmp_path):
+    rng = random.Random(23)
+    corpus = tmp_path / "corpus"
+    kinds = {"kill": 0, "term": 0}
+    orphans = 0
+    for i in range(8):
+        mark = uuid.uuid4().hex
+        sig = signal.SIGKILL if i % 2 else signal.SIGTERM
+        p = _start(["fuzz", "rms_norm", "--kernel", "tests.fixtures.user_kernels:rms_norm_truncating_store",
+                    "--seconds", "60", "--seed", str(i), "--corpus", str(corpus), "--database", "none",
+                    "--max-rows", "3", "--max-cols", "32", "--quiet"], mark)
+        time.sleep(rng.uniform(4.0, 30.0))       # imports, search, shrinking or saving
+        err = _kill(p, sig)
+        if sig == signal.SIGTERM and p.returncode not in (0, 1):   # finished before the signal: 0 / 1
+            assert p.returncode == 143, err
+            assert "Traceback" not in err, err
+        kinds["kill" if sig == signal.SIGKILL else "term"] += 1
+        orphans += len(_orphans(mark))
+    assert orphans == 0
+    cases = C.find([corpus]) if corpus.exists() else []
+    for c in cases:
+        C.load(c)                                 # whole, or not there at all
+    # a later save removes what killed saves left behind
+    p = subprocess.run([sys.executable, "-m", "numoracle", "fuzz", "rms_norm", "--kernel",
+                        "tests.fixtures.user_kernels:rms_norm_truncating_store", "--seconds", "60", "--seed", "99",
+                        "--corpus", str(corpus), "--database", "none", "--max-rows", "3", "--max-cols", "32",
+                        "--quiet"], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 1, p.stderr
+    assert not [d for d in corpus.rglob(".tmp-*")]
+    for c in C.find([corpus]):
+        C.load(c)
+
+
+def _campaign_args(out):
+    return ["campaign", "--quick", "--ops", "rms_norm", "--mutation-ops", "rms_norm", "--out", str(out),
+            "--cases", "1", "--max-mutants", "2", "--mutation-cases", "1", "--replay-cases", "1", "--json"]
+
+
+def _headline(out):
+    d = json.loads((out / "campaign.json").read_text())
+    return d["done"], {k: d[k] for k in ("correct", "mutation", "replays")}
+
+
+def test_campaign_killed_in_every_stage_resumes_without_losing_or_redoing_a_unit(tmp_path):
+    base = tmp_path / "uninterrupted"
+    p = subprocess.run([sys.executable, "-m", "numoracle", *_campaign_args(base)], cwd=ROOT,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=1800)
+    assert p.returncode == 0, p.stderr[-2000:]
+    want_done, want = _headline(base)
+
+    out = tmp_path / "killed"
+    rng = random.Random(5)
+    orphans, kills, lost, redone = 0, 0, 0, 0
+    stages_hit = set()
+    for i in range(12):
+        mark = uuid.uuid4().hex
+        before = _tree(out) if out.exists() else {}
+        p = _start(_campaign_args(out), mark)
+        time.sleep(rng.uniform(3.0, 20.0))
+        if p.poll() is not None:                   # it finished: the campaign is complete
+            p.communicate()
+            break
+        now = _tree(out) if out.exists() else {}
+        stage = ("replays" if any("replays_partial" in json.loads((out / "campaign.json").read_text())
+                                  for _ in [0] if (out / "campaign.json").exists()) else
+                 "mutation" if any(k.startswith("mutation/") for k in now) else "correct")
+        stages_hit.add(stage)
+        _kill(p, signal.SIGKILL if i % 2 == 0 else signal.SIGTERM)
+        kills += 1
+        orphans += len(_orphans(mark))
+        after = _tree(out)
+        # every unit file finished before this run is still there, untouched (not recomputed)
+        for name, sig in before.items():
+            if name.startswith("units/") or name.startswith("mutation/"):
+                if name not in after:
+                    lost += 1
+                elif after[name] != sig and name.startswith("units/"):
+                    redone += 1
+        json.loads((out / "campaign.json").read_text())          # never a torn campaign.json
+    p = subprocess.run([sys.executable, "-m", "numoracle", *_campaign_args(out)], cwd=ROOT,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=1800)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert kills >= 3 and orphans == 0 and lost == 0 and redone == 0, (kills, orphans, lost, redone)
+    assert {"correct", "mutation"} <= stages_hit, stages_hit
+    assert not list(out.rglob(".tmp*"))
+    got_done, got = _headline(out)
+    assert sorted(got_done) == sorted(want_done)
+    # the same campaign: the same kills and verdict counts, whatever the interruptions
+    strip = ("seconds", "elapsed", "s", "time")
+
+    def norm(x):
+        if isinstance(x, dict):
+            return {k: norm(v) for k, v in x.items() if k not in strip and not k.endswith("_seconds")}
+        if isinstance(x, list):
+            return [norm(v) for v in x]
+        return x
+    assert norm(got["correct"]) == norm(want["correct"])
+    assert norm(got["replays"]) == norm(want["replays"])
+
+
+def test_replay_killed_at_random_moments_changes_nothing_and_leaves_no_orphans(tmp_path):
+    corpus = tmp_path / "corpus"
+    for seed in (1, 2):
+        subprocess.run([sys.executable, "-m", "numoracle", "check", "rms_norm", "--kernel",
+                        "faulty:unrounded_multiply", "--seed", str(seed), "--corpus", str(corpus)], cwd=ROOT,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, timeout=600)
+    assert C.find([corpus])
+    before = _tree(corpus)
+    rng = random.Random(2)
+    orphans = 0
+    for i in range(6):
+        mark = uuid.uuid4().hex
+        p = _start(["replay", str(corpus)], mark)
+        time.sleep(rng.uniform(2.0, 12.0))
+        _kill(p, signal.SIGKILL if i % 2 else signal.SIGTERM)
+        orphans += len(_orphans(mark))
+    assert orphans == 0
+    assert _tree(corpus) == before

@@ -1,0 +1,132 @@
+"""Small Triton kernels whose precision plans the plan tests read (no tests here).
+
+Kept apart from the test modules so that the plan's compile helper process can import them
+without a test module's set-up."""
+
+import torch
+import triton
+import triton.language as tl
+
+LOG2E = tl.constexpr(1.4426950408889634)
+
+
+@triton.jit
+def sum_squares_kernel(x_ptr, out_ptr, n_cols, ACC: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+    if ACC == "fp32":
+        x = x.to(tl.float32)
+    tl.store(out_ptr + row, tl.sum(x * x, axis=0))
+
+
+def sum_squares(x, *, acc="fp32", num_warps=4):
+    """Row sums of squares (fp32 out), squares and sum in fp32 or in x's format."""
+    out = torch.empty(x.shape[0], dtype=torch.float32)
+    sum_squares_kernel[(x.shape[0],)](x, out, x.shape[1], ACC=acc, BLOCK=triton.next_power_of_2(x.shape[1]),
+                                      num_warps=num_warps)
+    return out
+
+
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, S: tl.constexpr, ROUND: tl.constexpr, EXP: tl.constexpr,
+                 BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0.0).to(tl.float32)
+    if EXP == "exp":
+        e = tl.exp(x)
+    elif EXP == "exp2_log2e":
+        e = tl.exp2(x * LOG2E)
+    else:
+        e = tl.exp2(x)
+    v = e * S + 0.0
+    if ROUND == "rtz":
+        v = v.to(tl.bfloat16, fp_downcast_rounding="rtz")
+    tl.store(y_ptr + offs, v, mask=m)
+
+
+def scaled_exp(x, *, s=0.5, rounding="rtne", exp="exp"):
+    y = torch.empty_like(x)
+    n = x.numel()
+    scale_kernel[(triton.cdiv(n, 128),)](x, y, n, S=s, ROUND=rounding, EXP=exp, BLOCK=128)
+    return y
+
+
+@triton.jit
+def dot_kernel(a_ptr, b_ptr, c_ptr, PREC: tl.constexpr):
+    r = tl.arange(0, 16)
+    a = tl.load(a_ptr + r[:, None] * 16 + r[None, :])
+    b = tl.load(b_ptr + r[:, None] * 16 + r[None, :])
+    tl.store(c_ptr + r[:, None] * 16 + r[None, :], tl.dot(a, b, input_precision=PREC))
+
+
+def dot16(a, b, *, precision="tf32"):
+    c = torch.empty((16, 16), dtype=torch.float32)
+    dot_kernel[(1,)](a, b, c, PREC=precision)
+    return c
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=1), triton.Config({"BLOCK": 128}, num_warps=4)],
+                 key=["n"])
+@triton.jit
+def tuned_copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n).to(tl.float32) * 2.0, mask=offs < n)
+
+
+def tuned_copy(x):
+    y = torch.empty(x.shape, dtype=torch.float32)
+    n = x.numel()
+    tuned_copy_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n)
+    return y
+
+
+@triton.heuristics(values={"BLOCK": lambda args: triton.next_power_of_2(args["n"])})
+@triton.jit
+def heuristic_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1.0, mask=offs < n)
+
+
+def heuristic_add(x):
+    y = torch.empty_like(x)
+    heuristic_kernel[(1,)](x, y, x.numel())
+    return y
+
+
+@triton.jit
+def partial_rows_kernel(x_ptr, part_ptr, n_rows, n_cols, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for r in range(pid * ROWS, tl.minimum(pid * ROWS + ROWS, n_rows)):
+        acc += tl.load(x_ptr + r * n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+    tl.store(part_ptr + pid * n_cols + cols, acc, mask=cols < n_cols)
+
+
+def column_sums(x, *, rows_per_program=2):
+    """Column sums: per-program fp32 partial rows, summed on the host in fp32, cast to x's format."""
+    n_rows, n_cols = x.shape
+    progs = triton.cdiv(n_rows, rows_per_program)
+    part = torch.zeros((progs, n_cols), dtype=torch.float32)
+    partial_rows_kernel[(progs,)](x, part, n_rows, n_cols, ROWS=rows_per_program,
+                                  BLOCK=triton.next_power_of_2(n_cols))
+    return part.sum(dim=0).to(x.dtype)
+
+
+@triton.jit
+def fp8_dot_kernel(a_ptr, b_ptr, c_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * BN + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], tl.dot(a, b))
+
+
+def fp8_dot(a, b):
+    """C = A·B for e4m3 A [M, 32] and B [32, 64] in one tile (M = 16: mma.sync; M = 64: wgmma)."""
+    c = torch.empty((a.shape[0], 64), dtype=torch.float32)
+    fp8_dot_kernel[(1,)](a, b, c, BM=a.shape[0], BN=64, BK=32)
+    return c

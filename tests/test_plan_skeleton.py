@@ -1,0 +1,127 @@
+"""Reference skeletons from kernels' compiled plans: completed with naming changes only, they are
+accepted on the correct kernels and reject planted faults on the repaired interpreter; their
+exact centre, compared with the intended float64 math, tells an algorithmic difference."""
+
+import importlib.util
+import re
+
+import pytest
+import torch
+
+from numoracle import backends
+
+backends.select("interpreter")
+
+import numoracle as no  # noqa: E402
+from numoracle import operators  # noqa: E402
+from numoracle.cli import main  # noqa: E402
+from numoracle.studies.mutation.engine import _module_source, load_source, parse_spec  # noqa: E402
+from numoracle.studies.mutation.mutators import apply_site, enumerate_sites  # noqa: E402
+from numoracle.operators import pick_outputs  # noqa: E402
+from numoracle.plan import compare_centre, skeleton  # noqa: E402
+
+DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+def _own(tmp_path, op_name, text, new_name):
+    """The user's copy of a skeleton: renamed (the function), saved and imported."""
+    text = re.sub(r"def \w+_plan\(", f"def {new_name}(", text)
+    path = tmp_path / f"{new_name}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(new_name, path)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return getattr(m, new_name)
+
+
+def _mutant(op, kind, contains):
+    mod, fn, pick = parse_spec(op.kernel_specs["correct"])
+    src = _module_source(mod)
+    site = next(s for s in enumerate_sites(src, kinds=[kind]) if contains in s.detail)
+    m = load_source(mod, apply_site(src, site), f"skeleton-test-{kind}")
+    return pick_outputs(getattr(m, fn), pick[0] if pick else None)
+
+
+def _statuses(ref, kernel, op, params_extra=None, seeds=range(3), dtypes=DTYPES):
+    out = []
+    for dt in dtypes:
+        for seed in seeds:
+            inputs, params = op.example(seed, dtype=dt)
+            params = {**params, **(params_extra or {})}
+            outs = kernel(*inputs, **params)
+            for mode in ("statistical", "fixed"):
+                out.append(no.check(ref, outs, inputs, params, backend="interpreter", mode=mode).status)
+    return out
+
+
+SKELETONS = ["softmax", "rms_norm", "swiglu", "layer_norm", "geglu"]
+
+
+@pytest.mark.parametrize("name", SKELETONS)
+def test_a_skeleton_renamed_is_accepted_on_the_correct_kernel(tmp_path, name):
+    op = operators.get(name)
+    text = skeleton(op, "correct", *op.example(0))
+    assert "TODO" not in text and "@no.reference" in text
+    ref = _own(tmp_path, name, text, f"my_{name}")
+    statuses = _statuses(ref, op.kernels["correct"], op)
+    assert set(statuses) == {"accept"}, statuses
+
+
+def test_skeletons_reject_the_planted_faults(tmp_path):
+    rms = operators.get("rms_norm")
+    ref = _own(tmp_path, "rms_norm", skeleton(rms, "correct", *rms.example(0)), "my_rms_norm")
+    assert set(_statuses(ref, rms.faulty_kernel("unrounded_multiply"), rms, dtypes=DTYPES[:1])) == {"reject"}
+    # with an offset, the skeleton has the weight's offset; the kernel that drops it is rejected
+    inputs, params = rms.example(0)
+    ref1 = _own(tmp_path, "rms_norm", skeleton(rms, "correct", inputs, {**params, "offset": 1.0}), "my_rms_norm_1")
+    assert set(_statuses(ref1, rms.kernels["correct"], rms, {"offset": 1.0}, dtypes=DTYPES[:1])) == {"accept"}
+    assert set(_statuses(ref1, rms.faulty_kernel("offset_dropped"), rms, {"offset": 1.0},
+                         dtypes=DTYPES[:1])) == {"reject"}
+    ln = operators.get("layer_norm")
+    ref = _own(tmp_path, "layer_norm", skeleton(ln, "correct", *ln.example(0)), "my_layer_norm")
+    assert "reject" in _statuses(ref, ln.faulty_kernel("padded_variance"), ln, dtypes=DTYPES[:1])
+    sm = operators.get("softmax")
+    ref = _own(tmp_path, "softmax", skeleton(sm, "correct", *sm.example(0)), "my_softmax")
+    assert "reject" in _statuses(ref, _mutant(sm, "truncating_store", "truncates"), sm, dtypes=DTYPES[:1])
+    sw = operators.get("swiglu")
+    ref = _own(tmp_path, "swiglu", skeleton(sw, "correct", *sw.example(0)), "my_swiglu")
+    assert "reject" in _statuses(ref, _mutant(sw, "later_downcast", ".to("), sw, dtypes=DTYPES[:1])
+
+
+def _gelu_tanh(a, b):
+    z = 0.7978845608028654 * (a + 0.044715 * a ** 3)
+    return 0.5 * a * (1 + torch.tanh(z)) * b
+
+
+def _rms_norm(x, w, *, eps=1e-6, offset=0.0, casting="llama"):
+    rstd = torch.rsqrt((x * x).mean(-1, keepdim=True) + eps)
+    return x * rstd * (w + offset), rstd.squeeze(-1)
+
+
+def test_a_skeletons_centre_tells_an_algorithmic_difference_from_the_intended_math(tmp_path):
+    gg = operators.get("geglu")
+    inputs, params = gg.example(0)
+    ok = _own(tmp_path, "geglu", skeleton(gg, "correct", inputs, params), "my_geglu")
+    assert compare_centre(ok, _gelu_tanh, inputs, params).ok
+    # a kernel whose sqrt(2/pi) is 1% off: its skeleton follows it, its verdicts cannot tell;
+    # the intended float64 math can
+    off = _mutant(gg, "constant_changed", "0.7978845608028654 -> 0.8058")
+    bad = _own(tmp_path, "geglu", skeleton(gg, off, inputs, params), "my_geglu_off")
+    rep = compare_centre(bad, _gelu_tanh, inputs, params)
+    assert not rep.ok and rep.outputs[0]["outside"] > 0, rep.explain()
+    rms = operators.get("rms_norm")
+    inputs, params = rms.example(0)
+    ok = _own(tmp_path, "rms_norm", skeleton(rms, "correct", inputs, params), "my_rms")
+    assert compare_centre(ok, _rms_norm, inputs, params).ok
+    wrong = _mutant(rms, "divisor_changed", "divide by n_cols - 1")
+    bad = _own(tmp_path, "rms_norm", skeleton(rms, wrong, inputs, params), "my_rms_wrong")
+    rep = compare_centre(bad, _rms_norm, inputs, params)
+    assert not rep.ok and "differs from the kernel's algorithm" in rep.explain()
+
+
+def test_the_command_writes_a_skeleton(tmp_path, capsys):
+    path = tmp_path / "softmax_mine.py"
+    assert main(["plan", "softmax", "--skeleton", str(path), "--name", "softmax_mine"]) == 0
+    text = path.read_text()
+    assert "def softmax_mine(x):" in text and "no.exp(" in text and "no.sum(" in text
+    compile(text, str(path), "exec")
