@@ -71,6 +71,19 @@ def test_ops_prints_the_kernel_signature_of_a_user_operator(project):
     assert "kernel(x, residual, w, *, eps=1e-06, offset=0.0) -> y, residual_out" in out
 
 
+def test_plan_takes_the_user_operator(project, monkeypatch):
+    # numoracle plan (merged from main) imported package.module:attribute as a kernel and
+    # refused the Operator object; it resolves operators as every other command does
+    from numoracle import operators
+    from numoracle.cli import plan
+    monkeypatch.chdir(project)
+    monkeypatch.syspath_prepend(str(project))
+    op = plan._operator(OP)
+    assert isinstance(op, operators.Operator) and op.name == "add_rms_norm"
+    with pytest.raises(Exception, match="unknown operator"):
+        plan._operator("no_such_operator_here")
+
+
 def test_check_accepts_the_user_kernel(project):
     rc, out, err = numoracle(project, "check", OP, "--json", "--no-save")
     assert rc == 0, err
