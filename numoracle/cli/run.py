@@ -125,10 +125,14 @@ def print_result(res) -> None:
         print(f"{what} found by {res.shrunk_from!r}")
         print(f"shrunk in {res.shrink_evaluations} evaluations ({res.shrink_seconds:.1f}s) to inputs {shape}, "
               f"failure class {list(ce.failure_class) if ce.failure_class else None}")
-        print(ce.explain())
+        text = ce.explain()
+        print(text)
         if res.saved:
             print(f"Saved: {res.saved}")
-            print(f"Replay: numoracle replay {res.saved}")
+            if "\nReplay: " not in text:
+                # a verdict's explanation ends with its replay line; a crash, timeout or error
+                # finding has none: one copy-pasteable line either way
+                print(f"Replay: numoracle replay {res.saved}")
         elif res.save_error:
             if ce.case is not None:
                 print(f"Not saved; the case as drawn: {json.dumps(ce.case.to_dict(), default=str)}")
