@@ -104,7 +104,9 @@ def print_result(res) -> None:
                                       for c in STATUS_COLUMNS))
     for g, why in sorted(res.uncertified_reasons.items()):
         for reason, n in sorted(why.items(), key=lambda kv: -kv[1])[:3]:
-            print(f"  uncertified in {g}: {reason} ({n} case{'s' if n > 1 else ''})")
+            ex = res.uncertified_examples.get(g, {}).get(reason)
+            at = f"; e.g. {ex['element']}: {'; '.join(ex['inputs'])}" if ex and ex.get("inputs") else ""
+            print(f"  uncertified in {g}: {reason} ({n} case{'s' if n > 1 else ''}{at})")
     for o in res.errors[:5]:
         print(f"  {o.status}: {o.case!r}: {o.error or 'NaN/inf where the reference is finite'}")
     for o in res.statistical_only[:3]:
