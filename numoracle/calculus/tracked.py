@@ -261,6 +261,12 @@ class Cond:
         return _torch_function(func)
 
 
+def _spelling_hint(spelled: str) -> str:
+    if spelled.startswith("nothing: "):
+        return "A tracked value has no Python number: " + spelled.removeprefix("nothing: ") + "."
+    return f"Write {spelled}."
+
+
 def _torch_function(func):
     """A torch function given a tracked tensor or condition: raise with our spelling."""
     name = getattr(func, "__name__", str(func))
@@ -272,7 +278,7 @@ def _torch_function(func):
     raise InvalidArgument(
         f"torch.{name} was given a tracked tensor: torch functions compute on plain tensors, "
         f"without the kernel's rounding. "
-        + (f"Write {spelled}." if spelled else
+        + (_spelling_hint(spelled) if spelled else
            "Use the numoracle.* functions (import numoracle as no): no.exp, no.sum(x, axis=-1), "
            "no.where, no.maximum, ...; axis= (not dim=) and keepdims= (not keepdim=)."))
 
@@ -642,7 +648,7 @@ class Tracked:
         if name.startswith("__") or name in Tracked.__slots__:
             raise AttributeError(name)
         spelled = _NO_SPELLING.get(name)
-        hint = f" Write {spelled}." if spelled else (
+        hint = f" {_spelling_hint(spelled)}" if spelled else (
             " A tracked tensor has .to(fmt), .float(), .half(), .bfloat16(), .abs(), .pow(n), "
             ".reshape, .transpose, .T, .unsqueeze, .squeeze, indexing, .shape, .ndim and .format; "
             "everything else is a numoracle function (import numoracle as no).")
@@ -694,7 +700,7 @@ _NO_SPELLING = {
     "view": "x.reshape(...)", "permute": "x.transpose(a, b)", "add": "a + b", "sub": "a - b",
     "subtract": "a - b", "mul": "a * b", "multiply": "a * b", "div": "a / b (or no.div(a, b))",
     "divide": "a / b (or no.div(a, b))", "true_divide": "a / b",
-    "item": "nothing: a tracked value has no Python number; return it as an output",
+    "item": "nothing: return the value as an output of the program",
     "numpy": "nothing: return the value as an output of the program",
     "tolist": "nothing: return the value as an output of the program",
     "size": "x.shape", "dim": "x.ndim", "dtype": "x.format",
