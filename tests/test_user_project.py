@@ -84,6 +84,15 @@ def test_plan_takes_the_user_operator(project, monkeypatch):
         plan._operator("no_such_operator_here")
 
 
+@pytest.mark.parametrize("command", ["check", "fuzz", "mutate", "stress-tolerances", "plan"])
+def test_every_command_drawing_parameters_takes_param_checked_against_the_reference(project, command):
+    # --param NAME=VALUE (issue #30 item 3) on each command that draws operator parameters:
+    # a name the reference does not take is refused before anything runs, saying what it takes
+    rc, out, err = numoracle(project, command, OP, "--param", "casting=llama")
+    assert rc == 2, (out, err)
+    assert "unknown parameter(s) ['casting'] for add_rms_norm; it takes ['eps', 'offset']" in err, err
+
+
 def test_check_accepts_the_user_kernel(project):
     rc, out, err = numoracle(project, "check", OP, "--json", "--no-save")
     assert rc == 0, err
