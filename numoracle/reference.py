@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, LanguageMisuse
 
 __all__ = [
     "reference", "Reference", "sum", "mean", "max", "min", "logsumexp", "matmul",
@@ -241,7 +241,7 @@ def _torch_keywords(fn: str, kw: dict) -> None:
             hints.append(f"{k}= -> {ours}=")
         else:
             hints.append(f"{k}= is not a keyword of no.{fn}")
-    raise InvalidArgument(f"no.{fn}() got keyword(s) {sorted(kw)}: " + "; ".join(hints)
+    raise LanguageMisuse(f"no.{fn}() got keyword(s) {sorted(kw)}: " + "; ".join(hints)
                           + f" (torch's spellings differ: no.{fn}(x, axis=-1, keepdims=True)).")
 
 
@@ -273,7 +273,7 @@ def min(x, axis=-1, keepdims=False, **torch_style):
 def _not_elementwise(fn: str, elementwise: str, axis) -> None:
     # no.max(x, 0.0) reads as Python's max(x, 0.0) but would reduce along axis 0.0
     if not isinstance(axis, int) or isinstance(axis, bool):
-        raise InvalidArgument(f"no.{fn}(x, {axis!r}): the second argument of no.{fn} is the axis it "
+        raise LanguageMisuse(f"no.{fn}(x, {axis!r}): the second argument of no.{fn} is the axis it "
                               f"reduces along (an int); for the elementwise {fn} of two values write "
                               f"no.{elementwise}(x, {axis!r}).")
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import formats as F
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, LanguageMisuse, MisspelledMethod
 from ..mathlib import MathProfile
 from . import form as FM
 from .functions import FUNCTIONS
@@ -234,7 +234,7 @@ class Cond:
         return tuple(self.value.shape)
 
     def __bool__(self):
-        raise InvalidArgument(
+        raise LanguageMisuse(
             f"a comparison of tracked values (shape {self.shape}) was used as a Python bool (in an "
             f"if/while, and/or/not, or by Python's max()/min()/sorted(), which compare with > and <). "
             f"It has one answer per element, and the kernel's values may answer differently from the "
@@ -275,7 +275,7 @@ def _torch_function(func):
         # reflected operator, as it did before this hook existed
         return NotImplemented
     spelled = _NO_SPELLING.get(name)
-    raise InvalidArgument(
+    raise LanguageMisuse(
         f"torch.{name} was given a tracked tensor: torch functions compute on plain tensors, "
         f"without the kernel's rounding. "
         + (_spelling_hint(spelled) if spelled else
@@ -554,20 +554,20 @@ class Tracked:
 
     # ---- Python conversions that would silently take one value for the whole tensor
     def __bool__(self):
-        raise InvalidArgument(
+        raise LanguageMisuse(
             f"a tracked {self.fmt} tensor (shape {self.shape}) was used as a Python bool (if x:, "
             f"and/or/not): a reference program cannot branch on a tracked value. Select per element "
             f"with no.where(x > 0, a, b) (or x != 0 for a truth test).")
 
     def __iter__(self):
-        raise InvalidArgument(
+        raise LanguageMisuse(
             f"a tracked {self.fmt} tensor (shape {self.shape}) cannot be iterated over: Python's "
             f"sum(x), max(x), min(x), sorted(x), list(x) and unpacking would loop over its first "
             f"axis with Python arithmetic. Reduce with no.sum(x, axis=...), no.max, no.min, "
             f"no.mean, or take rows with x[i].")
 
     def _no_scalar(self, what: str):
-        raise InvalidArgument(
+        raise LanguageMisuse(
             f"{what} of a tracked {self.fmt} tensor (shape {self.shape}): a tracked value is not a "
             f"Python number (Python's float(), int(), round() and the math module's functions "
             f"would take one number, with no rounding model). Use the reference language's "
@@ -587,7 +587,7 @@ class Tracked:
     def __array_ufunc__(self, ufunc, method, *args, **kw):
         name = getattr(ufunc, "__name__", str(ufunc))
         spelled = _NO_SPELLING.get(name)
-        raise InvalidArgument(
+        raise LanguageMisuse(
             f"numpy.{name} was given a tracked {self.fmt} tensor: numpy does not model the kernel's "
             f"rounding. " + (f"Write {spelled}." if spelled else "Use the numoracle.* functions "
                              "(import numoracle as no).") )
@@ -606,11 +606,11 @@ class Tracked:
                         "1.0 / no.sqrt(x), whichever the kernel calls." if n in (0.5, -0.5) else
                         " For a general power write the kernel's math calls (no.exp2(y * no.log2(x)) "
                         "for exp2(y*log2(x))).")
-                raise InvalidArgument(
+                raise LanguageMisuse(
                     f"x ** {n!r} on a tracked tensor: only non-negative integer exponents are "
                     f"products (x ** 2 is x * x).{hint}")
         if n < 0:
-            raise InvalidArgument(
+            raise LanguageMisuse(
                 f"x ** {n} on a tracked tensor: a negative power is a division; write "
                 f"1.0 / x ** {-n} (or 1.0 / (x * x)), the division the kernel computes.")
         if n == 0:
@@ -623,7 +623,7 @@ class Tracked:
         return out
 
     def __rpow__(self, base):
-        raise InvalidArgument(
+        raise LanguageMisuse(
             f"{base!r} ** x with a tracked exponent: write the kernel's math call, "
             f"no.exp2(x) for 2 ** x, no.exp(x) for e ** x, no.exp2(x * log2(b)) for another base b.")
 
@@ -652,7 +652,7 @@ class Tracked:
             " A tracked tensor has .to(fmt), .float(), .half(), .bfloat16(), .abs(), .pow(n), "
             ".reshape, .transpose, .T, .unsqueeze, .squeeze, indexing, .shape, .ndim and .format; "
             "everything else is a numoracle function (import numoracle as no).")
-        raise AttributeError(f"a tracked tensor has no attribute .{name}.{hint}")
+        raise MisspelledMethod(f"a tracked tensor has no attribute .{name}.{hint}")
 
     # ---- indexing and shape
     def __getitem__(self, idx):
@@ -713,7 +713,7 @@ def full_like(x: "Tracked", value, fmt=None) -> "Tracked":
     values, so none of x's errors or taint."""
     fmt = x.fmt if fmt is None else _fmt_arg(fmt)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidArgument(f"full_like(x, {value!r}): expected a Python number for the constant "
+        raise LanguageMisuse(f"full_like(x, {value!r}): expected a Python number for the constant "
                               f"(a tensor of values is an input of the program).")
     v = float(value)
     rv = F.round_scalar(v, fmt)
