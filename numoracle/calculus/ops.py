@@ -201,7 +201,15 @@ def _blend(a: Tracked, b: Tracked, cond: Tensor, shape) -> FM.Form:
 
 def where(cond, a, b) -> Tracked:
     """Select elementwise.  Where the condition is undecided (the kernel's
-    values may compare the other way) the result covers both branches."""
+    values may compare the other way) the result covers both branches.
+
+    Certificate taint: where the condition is decided (and its operands certified) the
+    kernel's select takes the same branch as the centre, so the element is the selected
+    branch's value and carries only that branch's taint: the other branch may overflow
+    (``where(x > 0, x, exp(100 x))``) without touching it, as ``tl.where`` discards the
+    unselected value.  Where the condition is undecided the element may be either branch
+    and takes both taints; where an operand of the comparison is tainted, its answer is
+    not certified and the element is tainted."""
     proto = a if isinstance(a, Tracked) else b
     if not isinstance(proto, Tracked):
         raise InvalidArgument("where needs at least one tracked tensor among its branches.")
@@ -209,7 +217,8 @@ def where(cond, a, b) -> Tracked:
     cnd = _as_cond(cond)
     if cnd.value.device != proto.c.device:
         cnd = Cond(cnd.value.to(proto.c.device),
-                   None if cnd.undecided is None else cnd.undecided.to(proto.c.device))
+                   None if cnd.undecided is None else cnd.undecided.to(proto.c.device),
+                   None if cnd.taint is None else cnd.taint.to(proto.c.device))
     fmt = promote(a.fmt, b.fmt) if a.fmt is not b.fmt else a.fmt
     if a.fmt is not fmt:
         a = a.to(fmt)
@@ -221,9 +230,7 @@ def where(cond, a, b) -> Tracked:
     c = torch.where(v, a.c, b.c)
     fm = _blend(a, b, v, shape)
     ctx = a.ctx
-    taint = _or(a.taint, b.taint)
-    if taint is not None:
-        taint = taint.expand(shape)
+    taint = _where_taint(v, cnd, a.taint, b.taint, shape)
     if cnd.undecided is not None:
         und = cnd.undecided.expand(shape)
         other_gap = (a.c - b.c).abs() + torch.where(v, b.radius(), a.radius())
@@ -231,6 +238,22 @@ def where(cond, a, b) -> Tracked:
                         torch.where(und, other_gap, torch.zeros_like(other_gap)), ctx.condensed)
     rf = a.repr_fmt if a.repr_fmt.precision >= b.repr_fmt.precision else b.repr_fmt
     return Tracked(c.clone() if c.shape != shape else c, fmt, fm, ctx, repr_fmt=rf, taint=taint)
+
+
+def _where_taint(v: Tensor, cnd: Cond, ta, tb, shape):
+    """The selected branch's taint where the condition is decided, both where it is not,
+    and the condition's own (see ``where``)."""
+    if ta is None and tb is None:
+        taint = None
+    else:
+        fa = ta.expand(shape) if ta is not None else torch.zeros(shape, dtype=torch.bool, device=v.device)
+        fb = tb.expand(shape) if tb is not None else torch.zeros(shape, dtype=torch.bool, device=v.device)
+        taint = torch.where(v, fa, fb)
+        if cnd.undecided is not None:
+            taint = taint | (cnd.undecided.expand(shape) & (fa | fb))
+    if cnd.taint is not None:
+        taint = _or(taint, cnd.taint.expand(shape))
+    return taint
 
 
 def maximum(a, b) -> Tracked:
@@ -243,6 +266,11 @@ def minimum(a, b) -> Tracked:
     proto = a if isinstance(a, Tracked) else b
     a, b = proto._coerce(a), proto._coerce(b)
     return where(a <= b, a, b)
+
+
+def full_like(x: Tracked, value, fmt=None) -> Tracked:
+    from .tracked import full_like as _full_like
+    return _full_like(x, value, fmt)
 
 
 def clamp(x: Tracked, lo=None, hi=None) -> Tracked:

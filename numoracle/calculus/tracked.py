@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from .. import formats as F
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, LanguageMisuse, MisspelledMethod
 from ..mathlib import MathProfile
 from . import form as FM
 from .functions import FUNCTIONS
@@ -220,23 +220,68 @@ def promote(fa: F.Format, fb: F.Format) -> F.Format:
 # --------------------------------------------------------------------------- condition
 
 class Cond:
-    """The result of a comparison of tracked values: the centre's answer, and
-    the elements where the kernel's values may answer differently."""
+    """The result of a comparison of tracked values: the centre's answer, the
+    elements where the kernel's values may answer differently, and the elements
+    where an operand's enclosure is not certified (``taint``: there the answer
+    itself is not certified, decided or not)."""
 
-    def __init__(self, value: Tensor, undecided: Tensor | None):
+    def __init__(self, value: Tensor, undecided: Tensor | None, taint: Tensor | None = None):
         self.value = value
         self.undecided = undecided
+        self.taint = taint
+
+    @property
+    def shape(self):
+        return tuple(self.value.shape)
+
+    def __bool__(self):
+        raise LanguageMisuse(
+            f"a comparison of tracked values (shape {self.shape}) was used as a Python bool (in an "
+            f"if/while, and/or/not, or by Python's max()/min()/sorted(), which compare with > and <). "
+            f"It has one answer per element, and the kernel's values may answer differently from the "
+            f"reference's centre, so one Python branch for the whole tensor would give a wrong "
+            f"reference. Select per element instead: no.where(x > 0, a, b); for Python's max(0.0, x) "
+            f"write no.maximum(x, 0.0) (no.minimum, no.clamp); combine conditions with &, | and ~.")
 
     def __invert__(self):
-        return Cond(~self.value, self.undecided)
+        return Cond(~self.value, self.undecided, self.taint)
 
     def __and__(self, other):
         o = _as_cond(other)
-        return Cond(self.value & o.value, _or(self.undecided, o.undecided))
+        return Cond(self.value & o.value, _or(self.undecided, o.undecided), _or(self.taint, o.taint))
 
     def __or__(self, other):
         o = _as_cond(other)
-        return Cond(self.value | o.value, _or(self.undecided, o.undecided))
+        return Cond(self.value | o.value, _or(self.undecided, o.undecided), _or(self.taint, o.taint))
+
+    __rand__ = __and__
+    __ror__ = __or__
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return _torch_function(func)
+
+
+def _spelling_hint(spelled: str) -> str:
+    if spelled.startswith("nothing: "):
+        return "A tracked value has no Python number: " + spelled.removeprefix("nothing: ") + "."
+    return f"Write {spelled}."
+
+
+def _torch_function(func):
+    """A torch function given a tracked tensor or condition: raise with our spelling."""
+    name = getattr(func, "__name__", str(func))
+    if name.startswith("__"):
+        # a Tensor operator with a tracked operand (tensor + x): let Python try x's
+        # reflected operator, as it did before this hook existed
+        return NotImplemented
+    spelled = _NO_SPELLING.get(name)
+    raise LanguageMisuse(
+        f"torch.{name} was given a tracked tensor: torch functions compute on plain tensors, "
+        f"without the kernel's rounding. "
+        + (_spelling_hint(spelled) if spelled else
+           "Use the numoracle.* functions (import numoracle as no): no.exp, no.sum(x, axis=-1), "
+           "no.where, no.maximum, ...; axis= (not dim=) and keepdims= (not keepdim=)."))
 
 
 def _or(a, b):
@@ -494,14 +539,124 @@ class Tracked:
         y = self._coerce(other)
         d = self.c - y.c
         r = self.radius() + y.radius()
-        val = {"gt": d > 0, "ge": d >= 0, "lt": d < 0, "le": d <= 0}[op]
+        val = {"gt": d > 0, "ge": d >= 0, "lt": d < 0, "le": d <= 0, "eq": d == 0, "ne": d != 0}[op]
         undecided = (d.abs() <= r) & (r > 0)
-        return Cond(val, undecided if self.ctx.any(undecided) else None)
+        taint = _or(self.taint, y.taint)
+        if taint is not None:
+            taint = taint.expand(val.shape) if taint.shape != val.shape else taint
+        return Cond(val, undecided if self.ctx.any(undecided) else None, taint)
 
     def __gt__(self, o): return self._cmp(o, "gt")
     def __ge__(self, o): return self._cmp(o, "ge")
     def __lt__(self, o): return self._cmp(o, "lt")
     def __le__(self, o): return self._cmp(o, "le")
+    # == and != compare per element too (a Python identity test would silently answer
+    # False for every element); identity stays the hash
+    def __eq__(self, o): return self._cmp(o, "eq")
+    def __ne__(self, o): return self._cmp(o, "ne")
+    __hash__ = object.__hash__
+
+    # ---- Python conversions that would silently take one value for the whole tensor
+    def __bool__(self):
+        raise LanguageMisuse(
+            f"a tracked {self.fmt} tensor (shape {self.shape}) was used as a Python bool (if x:, "
+            f"and/or/not): a reference program cannot branch on a tracked value. Select per element "
+            f"with no.where(x > 0, a, b) (or x != 0 for a truth test).")
+
+    def __iter__(self):
+        raise LanguageMisuse(
+            f"a tracked {self.fmt} tensor (shape {self.shape}) cannot be iterated over: Python's "
+            f"sum(x), max(x), min(x), sorted(x), list(x) and unpacking would loop over its first "
+            f"axis with Python arithmetic. Reduce with no.sum(x, axis=...), no.max, no.min, "
+            f"no.mean, or take rows with x[i].")
+
+    def _no_scalar(self, what: str):
+        raise LanguageMisuse(
+            f"{what} of a tracked {self.fmt} tensor (shape {self.shape}): a tracked value is not a "
+            f"Python number (Python's float(), int(), round() and the math module's functions "
+            f"would take one number, with no rounding model). Use the reference language's "
+            f"functions, which model the kernel's math calls: no.exp, no.exp2, no.log, no.log2, "
+            f"no.sqrt, no.rsqrt, no.sigmoid, no.tanh, no.erf, no.sin, no.cos, abs(x), "
+            f"no.maximum/no.minimum; a cast to a format is x.to(fp32).")
+
+    def __float__(self): self._no_scalar("float() (or a math.* function)")
+    def __int__(self): self._no_scalar("int()")
+    def __index__(self): self._no_scalar("an integer index (int)")
+    def __complex__(self): self._no_scalar("complex()")
+    def __round__(self, ndigits=None): self._no_scalar("round()")
+    def __floor__(self): self._no_scalar("math.floor()")
+    def __ceil__(self): self._no_scalar("math.ceil()")
+    def __trunc__(self): self._no_scalar("math.trunc()")
+
+    def __array_ufunc__(self, ufunc, method, *args, **kw):
+        name = getattr(ufunc, "__name__", str(ufunc))
+        spelled = _NO_SPELLING.get(name)
+        raise LanguageMisuse(
+            f"numpy.{name} was given a tracked {self.fmt} tensor: numpy does not model the kernel's "
+            f"rounding. " + (f"Write {spelled}." if spelled else "Use the numoracle.* functions "
+                             "(import numoracle as no).") )
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return _torch_function(func)
+
+    # ---- powers: products, as a kernel writes them
+    def __pow__(self, n):
+        if isinstance(n, bool) or not isinstance(n, int):
+            if isinstance(n, float) and n.is_integer():
+                n = int(n)
+            else:
+                hint = (" For a square root write no.sqrt(x); for 1/sqrt(x) no.rsqrt(x) or "
+                        "1.0 / no.sqrt(x), whichever the kernel calls." if n in (0.5, -0.5) else
+                        " For a general power write the kernel's math calls (no.exp2(y * no.log2(x)) "
+                        "for exp2(y*log2(x))).")
+                raise LanguageMisuse(
+                    f"x ** {n!r} on a tracked tensor: only non-negative integer exponents are "
+                    f"products (x ** 2 is x * x).{hint}")
+        if n < 0:
+            raise LanguageMisuse(
+                f"x ** {n} on a tracked tensor: a negative power is a division; write "
+                f"1.0 / x ** {-n} (or 1.0 / (x * x)), the division the kernel computes.")
+        if n == 0:
+            return full_like(self, 1.0)
+        # x * x * ... * x, left to right: n - 1 products, each rounded in x's format as
+        # the kernel's tl multiplications are (x ** 2 is the single product x * x)
+        out = self
+        for _ in range(n - 1):
+            out = out * self
+        return out
+
+    def __rpow__(self, base):
+        raise LanguageMisuse(
+            f"{base!r} ** x with a tracked exponent: write the kernel's math call, "
+            f"no.exp2(x) for 2 ** x, no.exp(x) for e ** x, no.exp2(x * log2(b)) for another base b.")
+
+    def pow(self, n):
+        return self ** n
+
+    # ---- torch-style conveniences (casts) and misspellings
+    def float(self):
+        """x.to(fp32), as torch's .float()."""
+        return self.to(F.fp32)
+
+    def half(self):
+        """x.to(fp16), as torch's .half()."""
+        return self.to(F.fp16)
+
+    def bfloat16(self):
+        """x.to(bf16), as torch's .bfloat16()."""
+        return self.to(F.bf16)
+
+    def __getattr__(self, name):
+        # only reached for names a tracked tensor lacks
+        if name.startswith("__") or name in Tracked.__slots__:
+            raise AttributeError(name)
+        spelled = _NO_SPELLING.get(name)
+        hint = f" {_spelling_hint(spelled)}" if spelled else (
+            " A tracked tensor has .to(fmt), .float(), .half(), .bfloat16(), .abs(), .pow(n), "
+            ".reshape, .transpose, .T, .unsqueeze, .squeeze, indexing, .shape, .ndim and .format; "
+            "everything else is a numoracle function (import numoracle as no).")
+        raise MisspelledMethod(f"a tracked tensor has no attribute .{name}.{hint}")
 
     # ---- indexing and shape
     def __getitem__(self, idx):
@@ -523,6 +678,55 @@ class Tracked:
 
     def squeeze(self, axis):
         return _index(self, lambda t: t.squeeze(axis), "squeeze")
+
+
+# torch / numpy names -> the reference language's spelling (for the errors above)
+_NO_SPELLING = {
+    **{f: f"no.{f}(x)" for f in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sigmoid", "tanh",
+                                  "erf", "sin", "cos", "reciprocal")},
+    "sum": "no.sum(x, axis=-1, keepdims=False) (axis=, not dim=)",
+    "mean": "no.mean(x, axis=-1, keepdims=False) (axis=, not dim=)",
+    "max": "no.max(x, axis=-1) for a reduction, no.maximum(a, b) elementwise",
+    "amax": "no.max(x, axis=-1)", "amin": "no.min(x, axis=-1)",
+    "min": "no.min(x, axis=-1) for a reduction, no.minimum(a, b) elementwise",
+    "maximum": "no.maximum(a, b)", "minimum": "no.minimum(a, b)", "fmax": "no.maximum(a, b)",
+    "fmin": "no.minimum(a, b)", "clamp": "no.clamp(x, lo, hi)", "clip": "no.clamp(x, lo, hi)",
+    "where": "no.where(cond, a, b)", "logsumexp": "no.logsumexp(x, axis=-1)",
+    "matmul": "no.matmul(a, b)", "mm": "no.matmul(a, b)", "bmm": "no.matmul(a, b)",
+    "dot": "no.matmul(a, b)", "cat": "no.cat([a, b], axis=-1)", "concatenate": "no.cat([a, b], axis=-1)",
+    "gather": "no.gather(x, index, axis=-1)", "abs": "abs(x)", "absolute": "abs(x)",
+    "square": "x * x", "pow": "x ** n (a non-negative integer n: products)", "power": "x ** n",
+    "float_power": "x ** n", "exp_": "no.exp(x)", "neg": "-x", "negative": "-x",
+    "softmax": "e = no.exp(x - no.max(x, axis=-1, keepdims=True)); e / no.sum(e, axis=-1, keepdims=True)",
+    "log_softmax": "x - no.logsumexp(x, axis=-1, keepdims=True)",
+    "full_like": "no.full_like(x, value)", "zeros_like": "no.zeros_like(x)",
+    "ones_like": "no.ones_like(x)", "type": "x.to(fmt)", "double": "x.to(fp64)",
+    "view": "x.reshape(...)", "permute": "x.transpose(a, b)", "add": "a + b", "sub": "a - b",
+    "subtract": "a - b", "mul": "a * b", "multiply": "a * b", "div": "a / b (or no.div(a, b))",
+    "divide": "a / b (or no.div(a, b))", "true_divide": "a / b",
+    "item": "nothing: return the value as an output of the program",
+    "numpy": "nothing: return the value as an output of the program",
+    "tolist": "nothing: return the value as an output of the program",
+    "size": "x.shape", "dim": "x.ndim", "dtype": "x.format",
+}
+
+
+def full_like(x: "Tracked", value, fmt=None) -> "Tracked":
+    """A constant tensor of x's shape (and device), in ``fmt`` (default: x's format): the
+    constant rounded once to that format, as ``tl.full`` makes it; no dependence on x's
+    values, so none of x's errors or taint."""
+    fmt = x.fmt if fmt is None else _fmt_arg(fmt)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise LanguageMisuse(f"full_like(x, {value!r}): expected a Python number for the constant "
+                              f"(a tensor of values is an input of the program).")
+    v = float(value)
+    rv = F.round_scalar(v, fmt)
+    if not math.isfinite(rv) and math.isfinite(v):
+        raise InvalidArgument(f"full_like(x, {v!r}) in {fmt}: the constant overflows {fmt} "
+                              f"(largest finite {fmt.max_finite:.6g}); choose a wider format.")
+    # the value the kernel holds is the rounded constant: exact, known, no error term
+    c = torch.full(x.c.shape, rv, dtype=torch.float64, device=x.c.device)
+    return Tracked(c, fmt, FM.Form(), x.ctx)
 
 
 def _fmt_arg(fmt) -> F.Format:

@@ -39,15 +39,10 @@ def add_arguments(p) -> None:
 
 
 def _operator(spec: str):
+    # one resolver for every command: a registered or published name, or package.module:attribute
+    # of the user's own Operator (importing it as a kernel refused the Operator object)
     from .. import operators
-    if ":" in spec:
-        from ..operators.choose import import_kernel
-        obj = import_kernel(spec)
-        if not isinstance(obj, operators.Operator):
-            raise InvalidArgument(f"{spec!r} is a {type(obj).__name__}, not a numoracle Operator; give a "
-                                  f"registered operator name (numoracle ops) or package.module:attribute of one.")
-        return obj
-    return operators.get(spec)
+    return operators.resolve(spec)
 
 
 def _import(spec: str, what: str):

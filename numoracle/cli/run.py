@@ -105,7 +105,9 @@ def print_result(res) -> None:
                                       for c in STATUS_COLUMNS))
     for g, why in sorted(res.uncertified_reasons.items()):
         for reason, n in sorted(why.items(), key=lambda kv: -kv[1])[:3]:
-            print(f"  uncertified in {g}: {reason} ({n} case{'s' if n > 1 else ''})")
+            ex = res.uncertified_examples.get(g, {}).get(reason)
+            at = f"; e.g. {ex['element']}: {'; '.join(ex['inputs'])}" if ex and ex.get("inputs") else ""
+            print(f"  uncertified in {g}: {reason} ({n} case{'s' if n > 1 else ''}{at})")
     for o in res.errors[:5]:
         print(f"  {o.status}: {o.case!r}: {o.error or 'NaN/inf where the reference is finite'}")
     for o in res.statistical_only[:3]:
@@ -126,10 +128,14 @@ def print_result(res) -> None:
         print(f"{what} found by {res.shrunk_from!r}")
         print(f"shrunk in {res.shrink_evaluations} evaluations ({res.shrink_seconds:.1f}s) to inputs {shape}, "
               f"failure class {list(ce.failure_class) if ce.failure_class else None}")
-        print(ce.explain())
+        text = ce.explain()
+        print(text)
         if res.saved:
             print(f"Saved: {res.saved}")
-            print(f"Replay: numoracle replay {res.saved}")
+            if "\nReplay: " not in text:
+                # a verdict's explanation ends with its replay line; a crash, timeout or error
+                # finding has none: one copy-pasteable line either way
+                print(f"Replay: numoracle replay {res.saved}")
         elif res.save_error:
             if ce.case is not None:
                 print(f"Not saved; the case as drawn: {json.dumps(ce.case.to_dict(), default=str)}")

@@ -239,6 +239,11 @@ def judge(op, kernel, inputs, params, config=(), *, backend="interpreter", mode=
         out.failure_class = failure_class(v)
     if status == "uncertified":
         out.uncertified_reasons = tuple(v.certificate.reason_kinds()) or ("no finite bound",)
+        from ..verdict.explain import uncertified_example
+        try:
+            out.uncertified_example = uncertified_example(v)
+        except Exception:  # noqa: BLE001 - the example only adds to the reasons
+            out.uncertified_example = None
     return out
 
 

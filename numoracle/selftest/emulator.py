@@ -367,6 +367,12 @@ def clamp(x, lo=None, hi=None):
     return x
 
 
+def full_like(x: Emulated, value, fmt=None):
+    fmt = x.fmt if fmt is None else _fmt_arg(fmt)
+    v = F.round(torch.full(x.v.shape, float(value), dtype=torch.float64, device=x.v.device), fmt)
+    return Emulated(v, fmt, x.plan)
+
+
 def gather(x: Emulated, index: Tensor, axis=-1):
     ax = axis % x.v.ndim
     idx = index.long()

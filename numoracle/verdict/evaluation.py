@@ -14,7 +14,7 @@ import torch
 from .. import formats as F
 from ..calculus import form as FM
 from ..calculus.tracked import Context, Tracked
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, LanguageMisuse
 from ..oracles import quantizer as QZ
 from .regions import Region, region_of
 
@@ -136,6 +136,8 @@ def run_reference(program, inputs, params, profile, condensed=True, nonfinite="e
                               f"put every input on the device the kernel ran on.")
     try:
         out = program.fn(*args, **params)
+    except LanguageMisuse:
+        raise                   # the program's own misuse of the language: its message names the fix
     except _BAD_INPUT_ERRORS as exc:
         detail = " ".join(str(exc).split())
         detail = detail if len(detail) <= 200 else detail[:197] + "..."
