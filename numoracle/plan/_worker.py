@@ -67,7 +67,7 @@ def _chain(exc: BaseException) -> str:
 
 def main() -> int:
     import warnings
-    from ..runner.worker import die_with_parent
+    from ..processes import die_with_parent
     die_with_parent()
     warnings.simplefilter("ignore")
     cache: dict = {}

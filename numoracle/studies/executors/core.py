@@ -91,7 +91,7 @@ def prepare_worker(backend: str, device: str | None = None, settings_values: dic
     parent (no orphans whatever ends it).  Runs in every worker before its first unit."""
     if settings_values is not None:
         from ...config import settings
-        from ...runner.worker import die_with_parent
+        from ...processes import die_with_parent
         die_with_parent()
         settings.register_profile("numoracle-unit-worker", **settings_values)
         settings.load_profile("numoracle-unit-worker")
