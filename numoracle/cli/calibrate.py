@@ -37,7 +37,7 @@ def run(args) -> int:
     if args.out:
         Path(args.out).write_text(json.dumps(profile, indent=1) + "\n")
     if args.json:
-        print(json.dumps(profile, indent=1))
+        common.emit_json(args, profile)
     else:
         print(f"ftz: {profile['ftz']}; {profile['provenance']['seconds']} s; "
               + (f"written to {args.out}" if args.out else "not written (no --out)"))

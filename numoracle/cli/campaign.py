@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 
 from ..errors import InvalidArgument
 from ..studies.campaign import STAGES
@@ -57,5 +56,8 @@ def run(args) -> int:
     if args.report:
         write(args.out)
     h = headline(data)
-    print(json.dumps(h, indent=2) if args.json else "\n".join(f"{k}: {v}" for k, v in h.items()))
+    if args.json:
+        common.emit_json(args, h)
+    else:
+        print("\n".join(f"{k}: {v}" for k, v in h.items()))
     return 1 if h["false_alarms_fixed"] or h["false_alarms_statistical"] else 0

@@ -60,7 +60,7 @@ def run(args) -> int:
         with open(args.out, "w", encoding="utf-8") as f:
             json.dump(d, f, indent=1)
     if args.json:
-        print(json.dumps(d, indent=1))
+        common.emit_json(args, d)
     else:
         print(kill_table(c))
     # exit 1 when numoracle rejected a correct kernel or variant (a false alarm to investigate)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 
 from . import common
 
@@ -16,7 +15,7 @@ def run(args) -> int:
     from .. import operators
     rows = [operators.get(n).to_dict() for n in operators.names()]
     if args.json:
-        print(json.dumps(rows, indent=2))
+        common.emit_json(args, rows)
         return 0
     w = max(len(r["name"]) for r in rows) if rows else 8
     print(f"{'operator':{w}s}  {'source':8s} {'formats':15s} {'backward':8s}  {'variants'}")

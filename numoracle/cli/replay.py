@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 
 from ..errors import InvalidArgument
 from . import common
@@ -55,7 +54,7 @@ def run(args) -> int:
         if not args.json:
             print(_line(r), flush=True)
     if args.json:
-        print(json.dumps([{k: v for k, v in r.items() if k != "verdicts"} for r in results], indent=2))
+        common.emit_json(args, [{k: v for k, v in r.items() if k != "verdicts"} for r in results])
     else:
         counts = {s: sum(r["status"] == s for r in results) for s in STATUSES}
         print(f"{len(results)} case(s): " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))

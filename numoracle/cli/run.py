@@ -86,7 +86,7 @@ def run(args, command: str) -> int:
                    timeout=args.timeout, shrink=not args.no_shrink, shrink_seconds=args.shrink_seconds,
                    corpus=corpus, expect=args.expect, progress=not args.json and not args.quiet)
     if args.json:
-        print(json.dumps(res.to_dict(), indent=2, default=str))
+        common.emit_json(args, res.to_dict())
         return res.exit_code()
     print_result(res)
     return res.exit_code()

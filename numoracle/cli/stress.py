@@ -66,7 +66,7 @@ def run(args) -> int:
         with open(args.out, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=1)
     if args.json:
-        print(json.dumps(report, indent=1))
+        common.emit_json(args, report)
     else:
         s = report["summary"]
         print(f"{report['op']} ({args.dtype}, {report['backend']}): {len(configs)} configuration(s), "

@@ -213,7 +213,8 @@ def run_from_cli(args, *, op, groups=None, formats=None, seconds=None) -> int:
     res = run_fuzz(units, executor=args.executor, scheduler=args.scheduler, workers=args.workers,
                    corpus=None if args.no_save else args.corpus, log=(lambda s: None) if quiet else None)
     if args.json:
-        print(json.dumps(res, indent=2, default=str))
+        from ...cli.common import emit_json
+        emit_json(args, res)
         return 1 if res["found"] else 0
     t = res["totals"]
     ex = res["executor"]
