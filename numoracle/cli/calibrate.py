@@ -31,7 +31,7 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from ..mathlib.calibrate import calibrate
-    log = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
+    log = common.progress(args)
     profile, report, uncovered = calibrate(args.backend, args.functions, args.samples, args.seed, args.margin,
                                            args.name, args.base, log, refine=args.refine, note=args.note)
     if args.out:

@@ -52,7 +52,8 @@ def run(args) -> int:
                         mutation_ops=[o for o in args.mutation_ops.split(",") if o] or None,
                         overrides={"correct": args.cases, "replays": args.replay_cases, "mutation": args.mutation_cases,
                                    "max_mutants": args.max_mutants, "mutation_seconds": args.mutation_seconds},
-                        executor=executor, scheduler=args.scheduler, workers=args.workers, chunk=args.chunk)
+                        executor=executor, scheduler=args.scheduler, workers=args.workers, chunk=args.chunk,
+                        log=common.progress(args))
     if args.report:
         write(args.out)
     h = headline(data)

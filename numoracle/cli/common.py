@@ -105,6 +105,17 @@ def add_json(p) -> None:
                    help="print exactly one JSON document on stdout (progress and diagnostics go to stderr)")
 
 
+def progress(args, stream=None):
+    """A command's progress printer: lines on stderr while stderr is a terminal (a person
+    watching), nothing when it is a pipe or a file (a log, CI, another program) or with
+    --quiet.  Never None, so a study's own default printer is not used instead."""
+    import sys
+    stream = stream or sys.stderr
+    if getattr(args, "quiet", False) or not (hasattr(stream, "isatty") and stream.isatty()):
+        return lambda line: None
+    return lambda line: print(line, file=stream, flush=True)
+
+
 def emit_json(args, doc) -> None:
     """Write ``doc`` as the command's one JSON document on stdout: the real stdout, which
     ``main`` set aside (while a --json command runs, whatever else prints - Hypothesis, a
