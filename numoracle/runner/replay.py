@@ -81,6 +81,7 @@ def replay(path, *, kernel=None, backend=None, saved_outputs: bool = False, time
                 "reproduced": True, "verdicts": {}}
     for v in verdicts.values():
         v.replay = str(c.path)
+    names = [o.name for o in verdicts["fixed"].outputs]
     now_cert = verdicts["fixed"].certificate.to_dict()
     reproduced = any(v.status == "reject" for v in verdicts.values())
     return {**base, "status": "reproduced" if reproduced else "ok",
@@ -88,9 +89,23 @@ def replay(path, *, kernel=None, backend=None, saved_outputs: bool = False, time
             "kernel_ran": ran, "note": note, "backend": backend.name,
             "statuses": {m: v.status for m, v in verdicts.items()},
             "saved_statuses": {m: c.meta["verdict"].get(m, {}).get("status") for m in verdicts},
-            "reproduced": reproduced,
+            "reproduced": reproduced, "outputs": names,
+            "failure_class": named_failure_class(c.meta.get("failure_class"), names),
             "certificate_holds": now_cert["holds"], "certificate_same": now_cert == c.meta["certificate"],
             "verdicts": verdicts}
+
+
+def named_failure_class(fc, names):
+    """A saved failure class with its output named as the reference names it: cases saved before
+    outputs had names recorded an index (0) or a positional name (``out0``)."""
+    if not isinstance(fc, list) or not fc:
+        return fc
+    head = fc[0]
+    j = head if isinstance(head, int) and not isinstance(head, bool) else (
+        int(head[3:]) if isinstance(head, str) and head.startswith("out") and head[3:].isdigit() else None)
+    if j is not None and 0 <= j < len(names):
+        return [names[j], *fc[1:]]
+    return fc
 
 
 def _corrupt(path, reason: str, **base) -> dict:
