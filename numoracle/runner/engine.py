@@ -47,6 +47,13 @@ class _Counterexample(Exception):
         self.outcome = outcome
 
 
+def _found(outcome):
+    """Raise the finding from one place: Hypothesis tells failures apart by where they are
+    raised, and the search's and the shrinker's must be the same one (else it reports the
+    shrink as flaky and keeps neither its statistics nor its database entry)."""
+    raise _Counterexample(outcome)
+
+
 class Progress:
     """A live line for a person on a terminal: cases, rejects, uncertified, cases/s and the
     time left of the budget.  Written to ``stream`` (stderr) only when it is a terminal: piped
@@ -100,6 +107,27 @@ class Progress:
             self.stream.write("\n")
             self.stream.flush()
             self.shown = False
+
+
+def _own_lines_dropped(notes: list) -> list:
+    """Hypothesis's notes without the explain phase's list of lines run only by failing cases
+    where every line is numoracle's own (the engine raising the finding): it names no line of
+    the user's kernel or test."""
+    import os
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out, i = [], 0
+    while i < len(notes):
+        if notes[i].strip() == "Explanation:":
+            j = i + 1
+            while j < len(notes) and notes[j].startswith("    "):
+                j += 1
+            paths = [n.strip() for n in notes[i + 1:j] if not n.strip().endswith(":")]
+            if paths and all(p.startswith(here) for p in paths):
+                i = j
+                continue
+        out.append(notes[i])
+        i += 1
+    return [n for n in out if n.strip()]
 
 
 def _excess_ulps(verdict) -> float | None:
@@ -204,7 +232,7 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
                 state["found"] = (out.status, out.failure_class)
                 state["phase"] = "shrink"
                 state["shrink_deadline"] = time.time() + shrink_seconds
-                raise _Counterexample(out)
+                _found(out)
             if out.status == "reject" and len(result.other_rejects) < 20:
                 result.other_rejects.append(out)
             return
@@ -218,7 +246,7 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
         if progress:
             progress.update(result, note="shrinking")
         if (out.status, out.failure_class) == state["found"]:
-            raise _Counterexample(out)
+            _found(out)
 
     parent = hypothesis_settings if hypothesis_settings is not None else settings.default
     phases = [p for p in parent.phases if p is not Phase.shrink or shrink]
@@ -262,7 +290,7 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
         found = exc.outcome
         result.exit_reason = "first counterexample"
         # Hypothesis's report of it (the falsifying example, the explain phase's notes)
-        result.hypothesis_report += [str(n) for n in getattr(exc, "__notes__", ())]
+        result.hypothesis_report += _own_lines_dropped([str(n) for n in getattr(exc, "__notes__", ())])
     except _BudgetSpent:
         result.exit_reason = "time budget"
     except KeyboardInterrupt as exc:
