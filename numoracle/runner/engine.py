@@ -141,7 +141,10 @@ def _excess_ulps(verdict) -> float | None:
         return None
     if w is None or w[2] != w[2] or abs(w[2]) == float("inf"):
         return None
-    return max(-1e6, min(1e6, float(w[2])))
+    o, i, excess = w
+    if bool(o.uncertified.reshape(-1)[i]) or bool(o.special.reshape(-1)[i]):
+        return None                  # not judged, or NaN/inf: no distance in ulps to speak of
+    return max(-1e6, min(1e6, float(excess)))
 
 
 def _interrupt_reason(exc: BaseException) -> str:
