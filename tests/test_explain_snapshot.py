@@ -11,6 +11,14 @@ from numoracle.operators.references import rms_norm_llama
 
 SNAP = Path(__file__).parent / "snapshots"
 
+# assert_close's first failure imports torch.distributed's operator libraries; done here, at
+# collection, so that no pytester in-process run before this module's tests imports them first
+# and then drops them (they register with torch once a process)
+try:
+    torch.testing.assert_close(torch.zeros(1), torch.ones(1))
+except AssertionError:
+    pass
+
 
 def _case():
     g = torch.Generator().manual_seed(7)
