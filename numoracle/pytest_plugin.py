@@ -52,6 +52,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,52 +132,80 @@ def numoracle_corpus(pytestconfig) -> Path:
 
 # ---- corpus items -----------------------------------------------------------------------------
 
+# corpus.CASE_FILE, corpus.ARRAYS_FILE and corpus.SCHEMA (numoracle.corpus imports torch: not at
+# collection)
+CASE_FILE, ARRAYS_FILE, SCHEMA = "case.json", "inputs.npz", "numoracle.corpus/1"
+
+
 def _in_corpus(path: Path, config) -> bool:
     corpus = options(config).corpus
-    if corpus and Path(corpus).resolve() in path.resolve().parents:
-        return True
+    try:
+        if corpus and Path(corpus).resolve() in path.resolve().parents:
+            return True
+    except (OSError, RuntimeError):        # a symlink loop on the way: judged by its parts
+        pass
     return "corpora" in path.parts
 
 
 def pytest_collect_file(file_path, parent):
-    if file_path.name == "case.json" and _in_corpus(file_path, parent.config) and not any(
-            p.startswith(".tmp-") for p in file_path.parts) and _replayable(file_path):
-        return CorpusFile.from_parent(parent, path=file_path)
-    return None
+    """A case is collected from its case.json, or from its inputs.npz where the case.json
+    beside it is not a regular file (missing, a directory, a FIFO, a broken link): pytest
+    offers only regular files, and such a case must fail as corrupt, not vanish.  A readable
+    case.json is collected only where it is a case that can pass (``_replayable``)."""
+    if file_path.name not in (CASE_FILE, ARRAYS_FILE) or any(p.startswith(".tmp-") for p in file_path.parts):
+        return None
+    if file_path.name == ARRAYS_FILE:
+        if os.path.isfile(file_path.parent / CASE_FILE):
+            return None                    # collected from its case.json (pytest offers a link to a file too)
+    if not _in_corpus(file_path, parent.config):
+        return None
+    if file_path.name == CASE_FILE and not _replayable(file_path):
+        return None
+    return CorpusFile.from_parent(parent, path=file_path)
+
+
+_META_LIMIT = 1 << 20     # a case.json larger than this is not read at collection (its item says why)
 
 
 def _replayable(path: Path) -> bool:
-    """Whether a ``case.json`` is an item: numoracle saved it (its schema), and it is an oracle
-    regression case (``expect: reject``) or its kernel can be run again - registered with its
-    operator and not a planted fault (a faulty kernel never passes a case expecting acceptance),
-    or the ``package.module:function`` of a module-level function.  A case numoracle saved that
-    cannot be read is collected too: its item says what is wrong with it."""
-    from .corpus import SCHEMA
+    """Whether a regular ``case.json`` is an item.  Not: a JSON file that is no numoracle case
+    (no numoracle schema and no inputs.npz beside it), and a well-formed case expecting
+    acceptance that can never pass, whose kernel can never run again - a planted fault
+    (``faulty:NAME``: it is wrong by construction; saved as an oracle regression case, ``expect:
+    reject``, it is an item), a function of ``__main__`` or a local function or lambda.  Every
+    other case is an item, a corrupt one too (it fails saying what is wrong with it: a case
+    must not vanish), and one whose kernel does not import now (it fails saying so)."""
     try:
-        meta = json.loads(path.read_text())
+        with open(path, "rb") as fh:              # a regular file (pytest offers no other); bounded
+            raw = fh.read(_META_LIMIT + 1)
+        meta = json.loads(raw) if len(raw) <= _META_LIMIT else None
     except (OSError, ValueError):
-        return (path.parent / "inputs.npz").exists()
-    if not isinstance(meta, dict) or meta.get("schema") != SCHEMA:
-        return False
-    if meta.get("expect") == "reject":
+        meta = None
+    if meta is None:                              # unreadable: its item reports why
         return True
-    kernel = meta.get("kernel") if isinstance(meta.get("kernel"), dict) else {}
-    spec = str(kernel.get("spec", ""))
+    numoracles = isinstance(meta, dict) and meta.get("schema") == SCHEMA
+    if not numoracles:
+        return (path.parent / ARRAYS_FILE).exists()   # a numoracle case gone wrong, or none at all
+    kernel = meta.get("kernel")
+    if meta.get("expect", "accept") != "accept" or not isinstance(kernel, dict) or \
+            not isinstance(kernel.get("spec"), str):
+        return True                               # an oracle regression case, or corrupt
+    spec = kernel["spec"]
     if spec.startswith("faulty:"):
         return False
-    if kernel.get("registered"):
-        return True
     mod, sep, name = spec.partition(":")
-    return bool(sep and mod and name) and mod not in ("__main__", "?") and "<" not in name
+    return not (sep and (mod in ("__main__", "?") or "<" in name))
 
 
 class CorpusFile(pytest.File):
     def collect(self):
-        try:
-            meta = json.loads(self.path.read_text())
-            name = f"{meta.get('op', '?')}/{meta.get('kernel', {}).get('spec', '?')}/{meta.get('id', '?')}"
-        except Exception:
-            name = "case"          # a corrupt file: the item reports it when it runs
+        from .corpus import read_meta
+        from .errors import InvalidArgument
+        try:                  # read as replay reads it: bounded, no FIFO or device, checked
+            _, meta = read_meta(self.path.parent)
+            name = f"{meta['op']}/{meta['kernel']['spec']}/{meta['id']}"
+        except InvalidArgument:
+            name = "case"          # a corrupt case: the item reports it when it runs
         yield CorpusItem.from_parent(self, name=name)
 
 

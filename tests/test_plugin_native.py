@@ -218,13 +218,16 @@ def test_only_replayable_numoracle_cases_become_items(pytester):
     _case(c / "c" / "main", expect="accept", spec="__main__:rms_norm")                # cannot be imported: no
     _case(c / "d" / "local", expect="accept", spec="tests.x:f.<locals>.g")            # a local function: no
     _case(c / "e" / "faulty", expect="accept", spec="faulty:truncating_store")        # planted fault: never passes
-    _case(c / "f" / "foreign", schema=None)                                           # not numoracle's: no
+    _case(c / "f" / "corrupt", schema=None)              # numoracle's arrays, case.json gone wrong: fails, so yes
     (c / "g").mkdir()
-    (c / "g" / "case.json").write_text('{"something": "else"}')                      # no
+    (c / "g" / "case.json").write_text('{"something": "else"}')                      # not a case: no
+    (c / "h").mkdir()
+    (c / "h" / "case.json").write_text(json.dumps({**json.loads((c / "b" / "importable" / "case.json").read_text()),
+                                                    "schema": "someone-else/2"}))  # no arrays either: no
     res = _run(pytester, "--collect-only", "-q")
     out = res.stdout.str()
     collected = sorted(ln.split("/")[1] for ln in out.splitlines() if "case.json::" in ln)
-    assert collected == ["a", "b"], out
+    assert collected == ["a", "b", "f"], out
 
 
 # ---- outputs named as the reference names them ----------------------------------------------------

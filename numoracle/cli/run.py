@@ -28,7 +28,8 @@ def add_arguments(p, command: str) -> None:
     p.add_argument("--max-cols", type=common.positive_int, default=None, help="cap drawn columns (check: 256)")
     common.add_groups(p)
     common.add_params(p)
-    p.add_argument("--corpus", default="corpora", help="where counterexamples are saved")
+    p.add_argument("--corpus", default="corpora", type=common.corpus_dir,
+                   help="where counterexamples are saved (a directory; created when one is)")
     p.add_argument("--no-save", action="store_true", help="do not save the counterexample")
     p.add_argument("--expect", default="accept", choices=("accept", "reject"),
                    help="what a replay of the saved case as a pytest item must give: 'accept' (a bug to fix) "

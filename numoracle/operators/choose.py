@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import traceback
 
 from ..errors import InvalidArgument
 
@@ -27,15 +28,48 @@ def import_kernel(spec: str):
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
+    if pick and not all(i.strip().isdigit() for i in pick.split(",")):
+        raise InvalidArgument(f"--kernel {spec!r}: the third field {pick!r} must be output indices, e.g. "
+                              f"{mod}:{fn}:0 or {mod}:{fn}:0,2 (the outputs the operator judges).")
+    module = _import(spec, mod, cwd)
     try:
-        f = getattr(importlib.import_module(mod), fn)
-    except (ImportError, AttributeError) as exc:
+        f = getattr(module, fn)
+    except AttributeError as exc:
         raise InvalidArgument(f"--kernel {spec!r}: cannot import it ({exc}); expected package.module:function "
                               f"importable from the current directory ({cwd}).") from None
     if not callable(f):
         raise InvalidArgument(f"--kernel {spec!r}: {mod}.{fn} is a {type(f).__name__}, not a callable kernel.")
     from .operator import pick_outputs
     return pick_outputs(f, pick or None)
+
+
+def _import(spec: str, mod: str, cwd: str):
+    """The user's module ``mod``; whatever its import raises (a syntax error, an exception or
+    sys.exit in its own code, a dependency it lacks) is an InvalidArgument naming the file and
+    line, not a traceback."""
+    try:
+        return importlib.import_module(mod)
+    except SyntaxError as exc:
+        raise InvalidArgument(f"--kernel {spec!r}: {exc.filename}:{exc.lineno}: {type(exc).__name__}: {exc.msg}; "
+                              f"fix the module's syntax.") from None
+    except ImportError as exc:
+        missing = getattr(exc, "name", None)
+        if missing and mod != missing and not mod.startswith(missing + "."):
+            raise InvalidArgument(f"--kernel {spec!r}: {mod} imports {missing!r}, which cannot be imported "
+                                  f"({exc}){_where(exc)}; install it or fix the import.") from None
+        raise InvalidArgument(f"--kernel {spec!r}: cannot import it ({exc}); expected package.module:function "
+                              f"importable from the current directory ({cwd}).") from None
+    except (Exception, SystemExit) as exc:
+        what = f"SystemExit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
+        raise InvalidArgument(f"--kernel {spec!r}: importing {mod} raised {what}{_where(exc)}, in the module's own "
+                              f"code before any kernel ran; fix the module so that importing it succeeds.") from None
+
+
+def _where(exc) -> str:
+    """' at FILE:LINE': the deepest frame of the import that is not the import machinery's."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")
+              and f.filename != __file__]
+    return f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
 
 
 def resolve(op, spec):
