@@ -36,10 +36,11 @@ Fixtures: ``numoracle_backend`` (the selected backend), ``numoracle_settings`` (
 settings under the session's profile), ``numoracle_corpus`` (the corpus directory).
 
 Saved corpus cases (``corpora/**/case.json``, or those under ``--numoracle-corpus``) are
-collected as test items that replay the case in both modes - only cases numoracle saved
-(``case.json``'s schema) whose kernel can be run again (registered with its operator, or a
-``package.module:function``), and cases saved as oracle regression cases (``expect:
-reject``, kept while the fixed-input mode still rejects them).  A case saved with ``expect:
+collected as test items that replay the case in both modes - not a JSON file that is no
+numoracle case, nor a case expecting acceptance whose kernel can never be imported again (a
+function of ``__main__``, a local function or lambda); a corrupt case is an item that fails
+saying why, and an oracle regression case (``expect: reject``) passes while the fixed-input
+mode still rejects it.  A case saved with ``expect:
 accept`` (a bug to fix) passes once its kernel is accepted.
 
 The plugin imports nothing heavy at start-up and changes nothing for tests that do not use
@@ -170,16 +171,15 @@ _META_LIMIT = 1 << 20     # a case.json larger than this is not read at collecti
 def _replayable(path: Path) -> bool:
     """Whether a regular ``case.json`` is an item.  Not: a JSON file that is no numoracle case
     (no numoracle schema and no inputs.npz beside it), and a well-formed case expecting
-    acceptance that can never pass, whose kernel can never run again - a planted fault
-    (``faulty:NAME``: it is wrong by construction; saved as an oracle regression case, ``expect:
-    reject``, it is an item), a function of ``__main__`` or a local function or lambda.  Every
+    acceptance that can never pass, whose kernel can never be imported again - a function of
+    ``__main__``, a local function or a lambda.  Every
     other case is an item, a corrupt one too (it fails saying what is wrong with it: a case
     must not vanish), and one whose kernel does not import now (it fails saying so)."""
     try:
         with open(path, "rb") as fh:              # a regular file (pytest offers no other); bounded
             raw = fh.read(_META_LIMIT + 1)
         meta = json.loads(raw) if len(raw) <= _META_LIMIT else None
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested too deep
         meta = None
     if meta is None:                              # unreadable: its item reports why
         return True
@@ -190,10 +190,9 @@ def _replayable(path: Path) -> bool:
     if meta.get("expect", "accept") != "accept" or not isinstance(kernel, dict) or \
             not isinstance(kernel.get("spec"), str):
         return True                               # an oracle regression case, or corrupt
-    spec = kernel["spec"]
-    if spec.startswith("faulty:"):
-        return False
-    mod, sep, name = spec.partition(":")
+    # a planted fault's case (faulty:NAME) expecting acceptance stays an item: it fails until
+    # the operator's fault is gone, and the corrupt-case battery relies on such cases
+    mod, sep, name = kernel["spec"].partition(":")
     return not (sep and (mod in ("__main__", "?") or "<" in name))
 
 

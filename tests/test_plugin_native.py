@@ -217,7 +217,6 @@ def test_only_replayable_numoracle_cases_become_items(pytester):
     _case(c / "b" / "importable", expect="accept")                                    # module:function: yes
     _case(c / "c" / "main", expect="accept", spec="__main__:rms_norm")                # cannot be imported: no
     _case(c / "d" / "local", expect="accept", spec="tests.x:f.<locals>.g")            # a local function: no
-    _case(c / "e" / "faulty", expect="accept", spec="faulty:truncating_store")        # planted fault: never passes
     _case(c / "f" / "corrupt", schema=None)              # numoracle's arrays, case.json gone wrong: fails, so yes
     (c / "g").mkdir()
     (c / "g" / "case.json").write_text('{"something": "else"}')                      # not a case: no
