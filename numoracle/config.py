@@ -95,6 +95,16 @@ def _seconds(name: str):
     return check
 
 
+def _optional_count(name: str, minimum: int = 1):
+    inner = _count(name, minimum)
+
+    def check(v):
+        if v is None or (isinstance(v, str) and v.strip().lower() in ("", "none")):
+            return None
+        return inner(v)
+    return check
+
+
 def _optional_text(name: str):
     def check(v):
         if v is None or (isinstance(v, str) and v.strip() == ""):
@@ -164,6 +174,22 @@ FIELDS = (
           "which config an autotuned kernel runs on the interpreter backend (no benchmarking there): an index "
           "('1') or keyword values ('BLOCK_SIZE=128,num_warps=4'); None for the first",
           _optional_text("autotune_config"), env="NUMORACLE_AUTOTUNE_CONFIG"),
+    # what a property test draws and how long it may search: numoracle's part of a profile
+    # (Hypothesis's part - examples, seed, database - is Hypothesis's settings profile of the
+    # same name: numoracle.profiles)
+    Field("max_rows", 8,
+          "the most rows a property test draws (within the operator's domain); None: the domain's",
+          _optional_count("max_rows")),
+    Field("max_cols", 256,
+          "the most columns a property test draws (within the operator's domain); None: the domain's",
+          _optional_count("max_cols")),
+    Field("time_budget", 0.0,
+          "wall-clock seconds a property test searches before it stops cleanly (cases drawn so far stand); "
+          "0 for none (Hypothesis's max_examples ends it)",
+          _seconds("time_budget")),
+    Field("shrink_seconds", 30.0,
+          "wall-clock seconds spent shrinking a finding (Hypothesis's structural shrink, then the elements')",
+          _seconds("shrink_seconds")),
 )
 _BY_NAME = {f.name: f for f in FIELDS}
 

@@ -208,7 +208,7 @@ def save(corpus, op, kernel_spec: str, outcome, *, backend: str, mode: str, expe
         # a kernel error: its outputs (wrong shape, dtype, ...) are kept where they are tensors,
         # for a replay of the saved outputs to meet the same error; they are not judged here
         outs = outs if all(isinstance(t, torch.Tensor) and t.device.type != "meta" for t in outs) else []
-    out_names = list(getattr(op.reference, "output_names", None) or ())
+    out_names = op.reference.names_of(len(outs)) if hasattr(op.reference, "names_of") else []
     for j, t in enumerate(outs):
         arr, rec = _to_raw(t)
         arrays[f"output{j}"] = arr

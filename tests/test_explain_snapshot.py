@@ -11,6 +11,14 @@ from numoracle.operators.references import rms_norm_llama
 
 SNAP = Path(__file__).parent / "snapshots"
 
+# assert_close's first failure imports torch.distributed's operator libraries; done here, at
+# collection, so that no pytester in-process run before this module's tests imports them first
+# and then drops them (they register with torch once a process)
+try:
+    torch.testing.assert_close(torch.zeros(1), torch.ones(1))
+except AssertionError:
+    pass
+
 
 def _case():
     g = torch.Generator().manual_seed(7)
@@ -42,3 +50,20 @@ def test_explain_fixed_mode_snapshot():
     x, w, y = _case()
     v = no.check(rms_norm_llama, outputs=y, inputs=(x, w), params={"eps": 1e-6}, mode="fixed")
     _check("explain_rms_norm_truncating_store_fixed.txt", v.explain())
+
+
+def test_the_greatest_differences_are_assert_close_s():
+    """The two lines users look for, with the numbers and indices torch.testing.assert_close
+    gives for the kernel's output against the reference centre."""
+    import re
+
+    import pytest
+    x, w, y = _case()
+    v = no.check(rms_norm_llama, outputs=y, inputs=(x, w), params={"eps": 1e-6})
+    centre = v.outputs[0].centre.double()
+    with pytest.raises(AssertionError) as e:
+        torch.testing.assert_close(y.double(), centre, rtol=0, atol=0)
+    theirs = [re.sub(r" \(up to .* allowed\)$", "", ln) for ln in str(e.value).splitlines()
+              if ln.startswith("Greatest ")]
+    ours = [ln for ln in v.explain().splitlines() if ln.startswith("Greatest ")]
+    assert len(theirs) == 2 and ours == theirs

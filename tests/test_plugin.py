@@ -22,7 +22,7 @@ def _triton_imported_outside():
 
 def test_plugin_is_registered_and_adds_options(pytestconfig):
     assert pytestconfig.pluginmanager.has_plugin("numoracle")
-    assert pytestconfig.getoption("--numoracle-profile") in (None, "ci", "dev", "long")
+    assert pytestconfig.getoption("--numoracle-mode") == "statistical"
 
 
 def _run(pytester, src, *args):

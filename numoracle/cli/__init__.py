@@ -10,6 +10,7 @@ must not decide Triton's mode before the backend is chosen)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 
@@ -82,18 +83,31 @@ def main(argv=None) -> int:
     except SystemExit as exc:
         return 2 if exc.code else 0
     from ..runner.execute import UserInterrupt, interrupts
+    # --json: stdout holds the command's one JSON document (common.emit_json writes it there);
+    # whatever else would print on stdout meanwhile (Hypothesis, a kernel, a library) goes to stderr
+    as_json = bool(getattr(args, "json", False)) and not hasattr(args, "json_stdout")
+    if as_json:
+        args.json_stdout = sys.stdout
     try:
         # SIGINT and SIGTERM end a run with its summary; what a command does not catch
         # ends here with the shell's code for the signal
-        with interrupts():
+        with interrupts(), (contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()):
             return args.func(args)
     except (InvalidArgument, NumoracleError) as exc:
         print(f"numoracle: error: {exc}", file=sys.stderr)
+        if as_json:
+            _json_error(args, str(exc), 2)
         return 2
     except KeyboardInterrupt as exc:
         code = exc.exit_code if isinstance(exc, UserInterrupt) else 130
         print(f"numoracle: interrupted ({'SIGTERM' if code == 143 else 'SIGINT'})", file=sys.stderr)
         return code
+
+
+def _json_error(args, message: str, code: int) -> None:
+    """A command that failed before its document: the error is the document."""
+    from .common import emit_json
+    emit_json(args, {"error": message, "exit_code": code})
 
 
 __all__ = ["COMMANDS", "build_parser", "main"]

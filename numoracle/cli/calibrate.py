@@ -31,13 +31,13 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from ..mathlib.calibrate import calibrate
-    log = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
+    log = common.progress(args)
     profile, report, uncovered = calibrate(args.backend, args.functions, args.samples, args.seed, args.margin,
                                            args.name, args.base, log, refine=args.refine, note=args.note)
     if args.out:
         Path(args.out).write_text(json.dumps(profile, indent=1) + "\n")
     if args.json:
-        print(json.dumps(profile, indent=1))
+        common.emit_json(args, profile)
     else:
         print(f"ftz: {profile['ftz']}; {profile['provenance']['seconds']} s; "
               + (f"written to {args.out}" if args.out else "not written (no --out)"))

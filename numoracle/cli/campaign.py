@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 
 from ..errors import InvalidArgument
 from ..studies.campaign import STAGES
@@ -53,9 +52,13 @@ def run(args) -> int:
                         mutation_ops=[o for o in args.mutation_ops.split(",") if o] or None,
                         overrides={"correct": args.cases, "replays": args.replay_cases, "mutation": args.mutation_cases,
                                    "max_mutants": args.max_mutants, "mutation_seconds": args.mutation_seconds},
-                        executor=executor, scheduler=args.scheduler, workers=args.workers, chunk=args.chunk)
+                        executor=executor, scheduler=args.scheduler, workers=args.workers, chunk=args.chunk,
+                        log=common.progress(args))
     if args.report:
         write(args.out)
     h = headline(data)
-    print(json.dumps(h, indent=2) if args.json else "\n".join(f"{k}: {v}" for k, v in h.items()))
+    if args.json:
+        common.emit_json(args, h)
+    else:
+        print("\n".join(f"{k}: {v}" for k, v in h.items()))
     return 1 if h["false_alarms_fixed"] or h["false_alarms_statistical"] else 0

@@ -118,6 +118,38 @@ def add_json(p) -> None:
                    help="print exactly one JSON document on stdout (progress and diagnostics go to stderr)")
 
 
+def progress(args, stream=None):
+    """A command's progress printer: lines on stderr while stderr is a terminal (a person
+    watching), nothing when it is a pipe or a file (a log, CI, another program) or with
+    --quiet.  Never None, so a study's own default printer is not used instead."""
+    import sys
+    stream = stream or sys.stderr
+    if getattr(args, "quiet", False) or not (hasattr(stream, "isatty") and stream.isatty()):
+        return lambda line: None
+    return lambda line: print(line, file=stream, flush=True)
+
+
+def emit_json(args, doc) -> None:
+    """Write ``doc`` as the command's one JSON document on stdout: the real stdout, which
+    ``main`` set aside (while a --json command runs, whatever else prints - Hypothesis, a
+    kernel, a library - goes to stderr).  Non-finite numbers become null (JSON has none)."""
+    import json
+    import sys
+    stream = getattr(args, "json_stdout", None) or sys.stdout
+    stream.write(json.dumps(_finite(doc), indent=2, default=str, allow_nan=False) + "\n")
+    stream.flush()
+
+
+def _finite(x):
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
 def add_out(p, help="also write the JSON report to this file") -> None:
     p.add_argument("--out", default=None, metavar="PATH", help=help)
 

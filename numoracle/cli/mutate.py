@@ -48,7 +48,7 @@ def run(args) -> int:
             raise InvalidArgument(f"--operators {','.join(bad)}: expected some of {', '.join(MUTATORS)}.")
     groups = common.groups(args)
     deadline = time.time() + args.seconds if args.seconds else None
-    progress = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
+    progress = common.progress(args)
     with common.isolation(args):
         c = run_campaign(args.op, backend=args.backend, dtype=args.dtype, groups=groups,
                          per_group=args.cases_per_group, rows=args.rows, cols=args.cols, seed=args.seed,
@@ -60,7 +60,7 @@ def run(args) -> int:
         with open(args.out, "w", encoding="utf-8") as f:
             json.dump(d, f, indent=1)
     if args.json:
-        print(json.dumps(d, indent=1))
+        common.emit_json(args, d)
     else:
         print(kill_table(c))
     # exit 1 when numoracle rejected a correct kernel or variant (a false alarm to investigate)

@@ -3,7 +3,6 @@ a kernel of each must have."""
 
 from __future__ import annotations
 
-import json
 
 from . import common
 
@@ -21,7 +20,7 @@ def run(args) -> int:
     ops = [operators.resolve(o) for o in args.op] if args.op else [operators.get(n) for n in operators.names()]
     rows = [op.to_dict() for op in ops]
     if args.json:
-        print(json.dumps(rows, indent=2))
+        common.emit_json(args, rows)
         return 0
     w = max([len("operator")] + [len(r["name"]) for r in rows])
     ws = max([len("source")] + [len(r["source"]) for r in rows])

@@ -4,7 +4,6 @@ a disagreement."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 from ..errors import InvalidArgument
@@ -103,7 +102,7 @@ def run(args) -> int:
         rep = compare_centre(_import(args.compare, "--compare"), _import(args.intended, "--intended"), inputs,
                              params, profile=args.profile)
         if args.json:
-            print(json.dumps({"ok": rep.ok, "outputs": rep.outputs}, indent=2))
+            common.emit_json(args, {"ok": rep.ok, "outputs": rep.outputs})
         else:
             print(rep.explain())
         return 0 if rep.ok else 1
@@ -123,8 +122,8 @@ def run(args) -> int:
     rplan = reference_plan(op.reference, inputs, params, profile=args.profile)
     report = check(kplan, rplan, kernel_name=kname)
     if args.json:
-        print(json.dumps({"operator": op.name, "kernel": kname, "params": {k: repr(v) for k, v in params.items()},
-                          "plan": kplan.to_dict(), "check": report.to_dict()}, indent=2, default=str))
+        common.emit_json(args, {"operator": op.name, "kernel": kname, "params": {k: repr(v) for k, v in params.items()},
+                                "plan": kplan.to_dict(), "check": report.to_dict()})
         return report.exit_code()
     print(f"{op.name} / {kname}: {len(kplan.capture.launches)} launch(es), {len(kplan.distinct())} compiled for "
           f"{kplan.target} with Triton {kplan.triton} in {kplan.seconds['total']:.2f}s "

@@ -4,7 +4,6 @@ reproduced, 2 corrupt or a path holding no case); ``--json``: one JSON document.
 
 from __future__ import annotations
 
-import json
 
 from ..errors import InvalidArgument
 from . import common
@@ -89,8 +88,7 @@ def run(args) -> int:
         if not args.json:
             print(_line(r), flush=True)
     if args.json:
-        print(json.dumps([{k: v for k, v in r.items() if k != "verdicts"} for r in problems + results], indent=2,
-                         default=str))
+        common.emit_json(args, [{k: v for k, v in r.items() if k != "verdicts"} for r in problems + results])
     else:
         counts = {s: sum(r["status"] == s for r in results) for s in STATUSES}
         print(f"{len(results)} case(s): " + (", ".join(f"{n} {s}" for s, n in counts.items() if n) or "none")

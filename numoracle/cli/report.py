@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 
 from . import common
 
@@ -18,7 +17,7 @@ def run(args) -> int:
     from ..studies.campaign.report import headline, load, write
     h, m = write(args.dir, args.out)
     if args.json:
-        print(json.dumps({"html": str(h), "markdown": str(m), "headline": headline(load(args.dir))}, indent=2))
+        common.emit_json(args, {"html": str(h), "markdown": str(m), "headline": headline(load(args.dir))})
     else:
         print(f"wrote {h} and {m}")
     return 0

@@ -39,13 +39,15 @@ def add_arguments(p, command: str) -> None:
     p.add_argument("--no-shrink", action="store_true", help="save the counterexample as found, unshrunk")
     p.add_argument("--shrink-seconds", type=common.seconds, default=30.0, help="time budget of the shrinking")
     if command == "fuzz":
-        p.add_argument("--database", default=".numoracle/hypothesis",
-                       help="Hypothesis example database directory (resumes long runs); 'none' to disable")
+        p.add_argument("--database", default=".hypothesis/examples",
+                       help="Hypothesis example database directory, Hypothesis's own by default: a failure found "
+                            "once is replayed first by the next run; 'none' to disable")
         common.add_executor(p)
         p.add_argument("--units", type=common.positive_int, default=None,
                        help="with --executor dask or --workers: Hypothesis searches per input group (seeds --seed.., "
                             "default 4), each of --examples cases (default 20) or --seconds")
-    p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress line on stderr (there is none anyway when stderr is not a terminal)")
     common.add_json(p)
 
 
@@ -85,9 +87,9 @@ def run(args, command: str) -> int:
         res = fuzz(op, args.kernel, backend=args.backend, mode=args.mode, max_examples=max(examples, 1) if examples else 1,
                    seconds=seconds, strategy=strategy, explicit=explicit, seed=args.seed, database=database,
                    timeout=args.timeout, shrink=not args.no_shrink, shrink_seconds=args.shrink_seconds,
-                   corpus=corpus, expect=args.expect, progress=not args.json and not args.quiet)
+                   corpus=corpus, expect=args.expect, progress=not args.quiet)
     if args.json:
-        print(json.dumps(res.to_dict(), indent=2, default=str))
+        common.emit_json(args, res.to_dict())
         return res.exit_code()
     print_result(res)
     return res.exit_code()

@@ -59,14 +59,14 @@ def run(args) -> int:
                         max_cols=args.max_cols, mutants=args.mutants, fault_cases=args.fault_cases,
                         corpus=args.corpus or None, seed=args.seed,
                         params=common.params(args, operators.resolve(args.op)),
-                        log=None if args.json else (lambda s: print(s, file=sys.stderr, flush=True)))
+                        log=common.progress(args))
     configs, saved, numoracle_fa = report["configurations"], report["saved_cases"], report["numoracle_rejects_on_correct"]
     faults = report["faulty_and_mutants"]
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=1)
     if args.json:
-        print(json.dumps(report, indent=1))
+        common.emit_json(args, report)
     else:
         s = report["summary"]
         print(f"{report['op']} ({args.dtype}, {report['backend']}): {len(configs)} configuration(s), "

@@ -479,11 +479,11 @@ def check(kplan, rplan: ReferencePlan, *, kernel_name="kernel") -> PlanReport:
         rf = ro["fmt"] or None
         if kdt and rf and kdt != rf and not (K.is_low(kdt) and K.subset(kdt, rf)) and (kdt, rf) != ("fp32", "tf32"):
             # a narrower reference output than the stored one, or an unrelated format
-            found.append(Disagreement("output-format", f"output {i} is stored as {kdt}; the reference's output is "
-                                                       f"{rf}", [], [], [i]))
+            found.append(Disagreement("output-format", f"output {ro.get('name', i)} is stored as {kdt}; the "
+                                                       f"reference's output is {rf}", [], [], [i]))
         out_cones = cones.output(storage) if storage is not None else []
         prof = rplan.output_profile(i)
-        per_output.append({"output": i, "kernel_format": kdt, "reference_format": rf, "stores": len(out_cones),
+        per_output.append({"output": i, "name": ro.get("name"), "kernel_format": kdt, "reference_format": rf, "stores": len(out_cones),
                            "kernel_sites": max((len(c.keys) for c in out_cones), default=0)})
         found.extend(compare_output(i, out_cones, cones.items, prof, rf, kdt))
     if kplan.capture.error:

@@ -246,8 +246,9 @@ def reference_plan(program, inputs, params, *, profile="h200") -> ReferencePlan:
         file = None
     sites = [s for s in (classify(o.label, o.kind, o.fmt, o.file, o.line, o.col) for o in ctx.origins) if s]
     outputs = []
-    for t in outs:
-        entry = {"fmt": str(getattr(t, "fmt", "")), "labels": _element_labels(t, ctx), "extra": []}
+    names = prog.names_of(len(outs))
+    for t, name in zip(outs, names):
+        entry = {"name": name, "fmt": str(getattr(t, "fmt", "")), "labels": _element_labels(t, ctx), "extra": []}
         q = getattr(t, "quantizer", None)
         if q is not None:
             entry["extra"] = _quantizer_sites(q, getattr(t, "kind", "codes"), file)

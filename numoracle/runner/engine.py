@@ -23,8 +23,8 @@ import signal
 import sys
 import time
 
-from hypothesis import HealthCheck, Phase, given, seed as hseed, settings, target
-from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis import HealthCheck, Phase, event, given, seed as hseed, settings, target
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
 from .. import backends
 from ..strategies.cases import cases as cases_strategy
@@ -35,8 +35,10 @@ from .shrink import input_roles, minimize
 
 
 class _BudgetSpent(BaseException):
-    """Raised inside the Hypothesis test once the time budget is spent; a
-    BaseException so Hypothesis passes it through instead of shrinking it."""
+    """Raised inside the Hypothesis test once the time budget is spent: Hypothesis has no
+    wall-clock budget of its own, and a BaseException passes through it as a stop, not a
+    failure (nothing is shrunk, saved to the database or reported; the run seeds itself, so
+    Hypothesis prints no '@seed(...)' hint either)."""
 
 
 class _Counterexample(Exception):
@@ -45,36 +47,104 @@ class _Counterexample(Exception):
         self.outcome = outcome
 
 
-class Progress:
-    """A live line on stderr: cases, cases/s, rejects, uncertified, errors."""
+def _found(outcome):
+    """Raise the finding from one place: Hypothesis tells failures apart by where they are
+    raised, and the search's and the shrinker's must be the same one (else it reports the
+    shrink as flaky and keeps neither its statistics nor its database entry)."""
+    raise _Counterexample(outcome)
 
-    def __init__(self, label: str, stream=None, every: float = 0.5):
-        self.label, self.stream, self.every = label, stream or sys.stderr, every
+
+class Progress:
+    """A live line for a person on a terminal: cases, rejects, uncertified, cases/s and the
+    time left of the budget.  Written to ``stream`` (stderr) only when it is a terminal: piped
+    or redirected, a run prints no progress at all."""
+
+    def __init__(self, label: str, stream=None, every: float = 0.5, deadline: float | None = None):
+        self.label, self.stream, self.every, self.deadline = label, stream or sys.stderr, every, deadline
         self._last = 0.0
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        if not self.tty:
-            self.every = max(every, 10.0)
+        self.tty = bool(getattr(self.stream, "isatty", None) and self.stream.isatty())
+        self.shown = False
+
+    def line(self, result: RunResult, now: float | None = None, note: str = "") -> str:
+        now = time.time() if now is None else now
+        t = result.totals
+        el = now - result.started
+        rate = t.cases / el if el > 0 else 0.0
+        parts = [f"[{self.label}] {t.cases} cases", f"{t.reject} rejects", f"{t.uncertified} uncertified",
+                 f"{rate:.1f} cases/s"]
+        bad = t.error + t.nan + t.timeout + t.crash
+        if bad:
+            parts.append(f"{bad} kernel failures")
+        if t.statistical_only:
+            parts.append(f"{t.statistical_only} statistical-only")
+        if self.deadline is not None:
+            parts.append(f"{max(0.0, self.deadline - now):.0f}s left")
+        else:
+            parts.append(f"{el:.0f}s")
+        if note:
+            parts.append(note)
+        return ", ".join(parts[:2]) + ", " + ", ".join(parts[2:])
 
     def update(self, result: RunResult, force: bool = False, note: str = "") -> None:
+        if not self.tty:
+            return
         now = time.time()
         if not force and now - self._last < self.every:
             return
         self._last = now
-        t = result.totals
-        el = now - result.started
-        line = (f"[{self.label}] {t.cases} cases {t.cases / el if el > 0 else 0:.1f}/s  rejects {t.reject}"
-                f"  statistical-only {t.statistical_only}  uncertified {t.uncertified}  errors {t.error}"
-                f"  nan {t.nan}  timeouts {t.timeout}  crashes {t.crash}  {el:.0f}s{('  ' + note) if note else ''}")
-        if self.tty:
-            self.stream.write("\r\x1b[2K" + line)
-        else:
-            self.stream.write(line + "\n")
+        self.stream.write("\r\x1b[2K" + self.line(result, now, note))
         self.stream.flush()
+        self.shown = True
+
+    def warn(self, text: str) -> None:
+        """A warning on its own line (after the progress line, which goes on below it)."""
+        self.stream.write(("\n" if self.shown else "") + f"warning: {text}\n")
+        self.stream.flush()
+        self.shown = False
 
     def done(self) -> None:
-        if self.tty:
+        if self.tty and self.shown:
             self.stream.write("\n")
             self.stream.flush()
+            self.shown = False
+
+
+def _own_lines_dropped(notes: list) -> list:
+    """Hypothesis's notes without the explain phase's list of lines run only by failing cases
+    where every line is numoracle's own (the engine raising the finding): it names no line of
+    the user's kernel or test."""
+    import os
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out, i = [], 0
+    while i < len(notes):
+        if notes[i].strip() == "Explanation:":
+            j = i + 1
+            while j < len(notes) and notes[j].startswith("    "):
+                j += 1
+            paths = [n.strip() for n in notes[i + 1:j] if not n.strip().endswith(":")]
+            if paths and all(p.startswith(here) for p in paths):
+                i = j
+                continue
+        out.append(notes[i])
+        i += 1
+    return [n for n in out if n.strip()]
+
+
+def _excess_ulps(verdict) -> float | None:
+    """How far the worst element lies outside its interval, in ulps of its output's format
+    (negative: inside), for ``target()``; None without a finite figure."""
+    if verdict is None:
+        return None
+    try:
+        w = verdict.worst()
+    except Exception:  # noqa: BLE001 - a statistic; never let it hide the verdict
+        return None
+    if w is None or w[2] != w[2] or abs(w[2]) == float("inf"):
+        return None
+    o, i, excess = w
+    if bool(o.uncertified.reshape(-1)[i]) or bool(o.special.reshape(-1)[i]):
+        return None                  # not judged, or NaN/inf: no distance in ulps to speak of
+    return max(-1e6, min(1e6, float(excess)))
 
 
 def _interrupt_reason(exc: BaseException) -> str:
@@ -84,13 +154,21 @@ def _interrupt_reason(exc: BaseException) -> str:
 def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max_examples=100,
          seconds=None, strategy=None, explicit=(), seed=None, derandomize=False, database=None,
          timeout=60.0, isolate=None, shrink=True, shrink_seconds=30.0, corpus=None, expect="accept",
-         progress=None, stop_on_first=True) -> RunResult:
+         progress=None, stop_on_first=True, hypothesis_settings=None) -> RunResult:
     """Fuzz ``kernel`` of operator ``op`` and return a :class:`RunResult`.
 
     ``strategy``: a ``cases(...)`` strategy (default ``cases(op)``);
     ``explicit``: cases judged first (``check`` passes one per input group);
     ``corpus``: a directory to save the shrunk finding in;
-    ``isolate``: run the kernel in the supervised worker process (default ``settings.isolate``)."""
+    ``isolate``: run the kernel in the supervised worker process (default ``settings.isolate``);
+    ``database``: a directory, a Hypothesis ``ExampleDatabase``, or None for none;
+    ``hypothesis_settings``: the Hypothesis settings the search inherits the rest from (phases,
+    health checks, verbosity, print_blob; default the loaded profile's, ``settings.default``).
+
+    Statistics as in any Hypothesis test: ``event()`` per input group, status and uncertified
+    reason; ``target()`` on the excess over the region (in its width and in output ulps).
+    What Hypothesis reports (the falsifying example, the explain phase's notes) is kept in
+    ``result.hypothesis_report``, not printed."""
     from .. import operators
     from ..config import settings as _settings
     from .worker import recipe_of
@@ -113,7 +191,9 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
     state = {"phase": "search", "deadline": None if seconds is None else time.time() + seconds,
              "found": None, "shrink_deadline": None}
     if progress is True:
-        progress = Progress(f"{op.name}/{kspec}")
+        progress = Progress(f"{op.name}/{kspec}", deadline=state["deadline"])
+    elif progress is False:
+        progress = None
 
     def evaluate_case(case):
         if case in memo:
@@ -131,11 +211,15 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
                 raise _BudgetSpent()
             out = evaluate_case(case)
             result.record(out, case.group)
+            event(f"group: {case.group}")
+            event(f"status: {out.status}")
+            for why in (out.uncertified_reasons or (("no finite bound",) if out.status == "uncertified" else ())):
+                event(f"uncertified: {why}")
             leak = memory.add(out.rss_mb)
             if leak:
                 result.warnings.append(leak)
                 if progress:
-                    progress.stream.write(("\n" if progress.tty else "") + f"warning: {leak}\n")
+                    progress.warn(leak)
             if out.status == "statistical_only" and len(result.statistical_only) < 20:
                 result.statistical_only.append(out)
             if out.status in ("error", "nan", "timeout", "crash") and len(result.errors) < 20:
@@ -144,11 +228,14 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
                 progress.update(result)
             if out.score is not None:
                 target(out.score, label="excess/width")
+            ulps = _excess_ulps(out.verdict)
+            if ulps is not None:
+                target(ulps, label="excess in ulps")
             if out.is_finding and stop_on_first:
                 state["found"] = (out.status, out.failure_class)
                 state["phase"] = "shrink"
                 state["shrink_deadline"] = time.time() + shrink_seconds
-                raise _Counterexample(out)
+                _found(out)
             if out.status == "reject" and len(result.other_rejects) < 20:
                 result.other_rejects.append(out)
             return
@@ -162,14 +249,24 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
         if progress:
             progress.update(result, note="shrinking")
         if (out.status, out.failure_class) == state["found"]:
-            raise _Counterexample(out)
+            _found(out)
 
-    phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target]
-    if shrink:
-        phases.append(Phase.shrink)
-    db = DirectoryBasedExampleDatabase(str(database)) if database else None
-    s = settings(max_examples=max(1, int(max_examples)), deadline=None, derandomize=derandomize, database=db,
-                 phases=phases, suppress_health_check=list(HealthCheck), print_blob=False,
+    parent = hypothesis_settings if hypothesis_settings is not None else settings.default
+    phases = [p for p in parent.phases if p is not Phase.shrink or shrink]
+    if isinstance(database, ExampleDatabase) or database is None:
+        db = database
+    else:
+        db = DirectoryBasedExampleDatabase(str(database))
+    # Health checks stay on, but two: too_slow - a case's data is a few integers, but each one
+    # runs a kernel (the interpreter, a first compilation) and a verdict, seconds where Hypothesis
+    # expects milliseconds, which is the work, not a slow strategy; and differing_executors, which
+    # the same body run from several call sites (the CLI, a property test, the distributed
+    # executor's units) would trip with nothing wrong.
+    s = settings(parent, max_examples=max(1, int(max_examples)), deadline=None, derandomize=derandomize,
+                 database=db, phases=phases,
+                 suppress_health_check=sorted({*parent.suppress_health_check, HealthCheck.too_slow,
+                                               HealthCheck.differing_executors}, key=lambda h: h.value),
+                 # one finding is all the run keeps (stop_on_first): a second bug is the next run's
                  report_multiple_bugs=False)
     body._hypothesis_internal_add_digest = f"numoracle:{op.name}:{kspec}:{mode}".encode()
     test = given(strategy)(body)
@@ -186,12 +283,17 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
     test = s(test)
 
     found = None
+    from hypothesis.reporting import with_reporter
+    result.seed = seed
     try:
-        test()
+        with with_reporter(lambda msg: result.hypothesis_report.append(str(msg))):
+            test()
         result.exit_reason = "examples exhausted"
     except _Counterexample as exc:
         found = exc.outcome
         result.exit_reason = "first counterexample"
+        # Hypothesis's report of it (the falsifying example, the explain phase's notes)
+        result.hypothesis_report += _own_lines_dropped([str(n) for n in getattr(exc, "__notes__", ())])
     except _BudgetSpent:
         result.exit_reason = "time budget"
     except KeyboardInterrupt as exc:

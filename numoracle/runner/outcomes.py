@@ -206,6 +206,8 @@ class RunResult:
     isolation: str = "in-process"                       # where kernels ran: "worker" | "in-process (why)"
     memory: dict = field(default_factory=dict)          # MemoryWatch.summary()
     warnings: list = field(default_factory=list)
+    seed: int | None = None                             # the search's seed (None: derandomized)
+    hypothesis_report: list = field(default_factory=list)   # what Hypothesis reported (falsifying example)
 
     def record(self, out: Outcome, group: str) -> None:
         self.groups.setdefault(group, GroupStats()).add(out.status)
@@ -246,7 +248,7 @@ class RunResult:
         ce = self.counterexample
         return {
             "op": self.op, "kernel": self.kernel, "backend": self.backend, "mode": self.mode,
-            "exit_reason": self.exit_reason, "seconds": round(self.elapsed, 2),
+            "exit_reason": self.exit_reason, "seed": self.seed, "seconds": round(self.elapsed, 2),
             "cases_per_second": round(self.cases_per_second, 3),
             "totals": t.to_dict(), "groups": {g: s.to_dict() for g, s in sorted(self.groups.items())},
             "counterexample": None if ce is None else {

@@ -175,6 +175,7 @@ def _replay(path, kernel, backend, saved_outputs, timeout, isolate) -> dict:
         annotate(verdicts, op, kfn, inputs, params, kernel_kwargs=config)
     for v in verdicts.values():
         v.replay = str(c.path)
+    names = [o.name for o in verdicts["fixed"].outputs]
     now_cert = verdicts["fixed"].certificate.to_dict()
     reproduced = any(v.status == "reject" for v in verdicts.values())
     return {"path": str(c.path), **base, "status": "reproduced" if reproduced else "ok",
@@ -182,9 +183,23 @@ def _replay(path, kernel, backend, saved_outputs, timeout, isolate) -> dict:
             "kernel_ran": ran, "note": note, "backend": chosen_backend.name,
             "statuses": {m: v.status for m, v in verdicts.items()},
             "saved_statuses": {m: meta["verdict"].get(m, {}).get("status") for m in verdicts},
-            "reproduced": reproduced,
+            "reproduced": reproduced, "outputs": names,
+            "failure_class": named_failure_class(meta.get("failure_class"), names),
             "certificate_holds": now_cert["holds"], "certificate_same": now_cert == meta["certificate"],
             "verdicts": verdicts}
+
+
+def named_failure_class(fc, names):
+    """A saved failure class with its output named as the reference names it: cases saved before
+    outputs had names recorded an index (0) or a positional name (``out0``)."""
+    if not isinstance(fc, list) or not fc:
+        return fc
+    head = fc[0]
+    j = head if isinstance(head, int) and not isinstance(head, bool) else (
+        int(head[3:]) if isinstance(head, str) and head.startswith("out") and head[3:].isdigit() else None)
+    if j is not None and 0 <= j < len(names):
+        return [names[j], *fc[1:]]
+    return fc
 
 
 def corrupt(path, reason: str, **base) -> dict:

@@ -129,6 +129,33 @@ def _uncertified_lines(v, o, i) -> list:
     return lines
 
 
+def _index(flat: int, shape) -> str:
+    idx = tuple(int(k) for k in torch.unravel_index(torch.tensor(flat), tuple(shape))) if len(shape) else ()
+    return "(" + ", ".join(map(str, idx)) + ("," if len(idx) == 1 else "") + ")"
+
+
+def differences(v) -> list:
+    """The greatest absolute and relative difference of the kernel's outputs from the reference's
+    centre, in ``torch.testing.assert_close``'s words (over the elements where both are finite;
+    the relative one divides by |centre|, as assert_close divides by |expected|).  One pair per
+    output, named after it where there are several."""
+    lines = []
+    outs = [o for o in v.outputs if getattr(o, "numel", 0) and getattr(o, "centre", None) is not None]
+    for o in outs:
+        k, c = o.kernel.double().reshape(-1), o.centre.double().reshape(-1)
+        ok = torch.isfinite(k) & torch.isfinite(c)
+        if not bool(ok.any()):
+            continue
+        diff = torch.where(ok, (k - c).abs(), torch.full_like(k, -1.0))
+        rel = torch.where(ok, diff / c.abs(), torch.full_like(k, -1.0))
+        rel = torch.where(ok & (diff == 0), torch.zeros_like(rel), rel)      # 0/0: no difference
+        where = f" of {o.name}" if len(outs) > 1 else ""
+        ia, ir = int(torch.argmax(diff)), int(torch.argmax(rel))
+        lines.append(f"Greatest absolute difference: {float(diff[ia])} at index {_index(ia, o.kernel.shape)}{where}")
+        lines.append(f"Greatest relative difference: {float(rel[ir])} at index {_index(ir, o.kernel.shape)}{where}")
+    return lines
+
+
 def explain(v) -> str:
     head = {"reject": "Kernel output outside its acceptance region",
             "accept": "Kernel output inside its acceptance region",
@@ -176,6 +203,7 @@ def explain(v) -> str:
                 if rest > 0.005:
                     text += f" · other ({100 * rest:.0f}%)"
                 lines.append(f"  width     = {text}")
+    lines += differences(v)
     lines.append("Assumptions: " + "; ".join(v.assumptions.lines()))
     if v.replay:
         lines.append(f"Replay: numoracle replay {v.replay}")

@@ -200,6 +200,7 @@ def run_from_cli(args, *, op, groups=None, formats=None, seconds=None) -> int:
     ``--examples`` cases (20 by default) or ``--seconds``; the first
     counterexample of each search is shrunk and saved to ``--corpus`` here."""
     from ... import backends
+    from ...cli.common import emit_json, progress
     backend = backends.select(args.backend)
     base = args.seed or 0
     n = getattr(args, "units", None) or 4
@@ -211,9 +212,10 @@ def run_from_cli(args, *, op, groups=None, formats=None, seconds=None) -> int:
                        expect=args.expect)
     quiet = args.json or args.quiet
     res = run_fuzz(units, executor=args.executor, scheduler=args.scheduler, workers=args.workers,
-                   corpus=None if args.no_save else args.corpus, log=(lambda s: None) if quiet else None)
+                   corpus=None if args.no_save else args.corpus,
+                   log=(lambda s: None) if quiet else progress(args))
     if args.json:
-        print(json.dumps(res, indent=2, default=str))
+        emit_json(args, res)
         return 1 if res["found"] else 0
     t = res["totals"]
     ex = res["executor"]
