@@ -169,7 +169,6 @@ def test_stress_tolerances_runs_on_the_user_operator(project):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="property_test corpus replay: lead", strict=False)
 def test_a_property_test_replays_its_saved_case_first(project):
     """A property test saves its counterexample; run again, it re-runs the kernel on that case
     before any new one: still failing while the kernel is faulty, passing once it is fixed."""

@@ -4,7 +4,6 @@ every baseline; prints the kill matrix (or ``--json``)."""
 from __future__ import annotations
 
 import json
-import sys
 import time
 
 from ..errors import InvalidArgument

@@ -4,7 +4,6 @@ against the same runs numoracle judges (``numoracle.studies.stress``)."""
 from __future__ import annotations
 
 import json
-import sys
 
 from ..errors import InvalidArgument
 from . import common
