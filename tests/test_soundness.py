@@ -3,7 +3,7 @@ FMA on/off, math errors anywhere inside the profile bound) is never rejected
 in fixed-input mode, and the statistical mode stays within its budget.
 
 The slow tier draws NUMORACLE_SOUNDNESS_EXAMPLES examples per program (60), the default tier 8;
-NUMORACLE_SOUNDNESS_EXAMPLES=2000 python -m pytest tests/test_soundness.py runs a large one."""
+NUMORACLE_SOUNDNESS_EXAMPLES=2000 python -m pytest -m slow tests/test_soundness.py runs a large one."""
 
 import json
 import os
