@@ -157,7 +157,9 @@ def _no_orphans(mark, seconds=10.0):
     return _processes_marked(mark)
 
 
-@pytest.mark.parametrize("sig,code,reason", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+# each is a fuzz run in a subprocess with its zygote: SIGINT in the default tier, SIGTERM slow
+@pytest.mark.parametrize("sig,code,reason", [(signal.SIGINT, 130, "interrupted"),
+                                             pytest.param(signal.SIGTERM, 143, "terminated", marks=pytest.mark.slow)])
 def test_sigint_and_sigterm_end_a_run_with_its_summary_and_exit_code(sig, code, reason):
     mark = uuid.uuid4().hex
     p = _start_fuzz("python_hang", mark, "--examples", "1000", "--rows", "2")   # every case hangs
