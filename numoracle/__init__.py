@@ -16,7 +16,8 @@ from .errors import TensorsChanged as TensorsChanged
 from .errors import Uncertified as Uncertified
 from .reference import (
     Reference as Reference, cat as cat, clamp as clamp, cos as cos, div as div, div_rn as div_rn,
-    erf as erf, exp as exp, exp2 as exp2, gather as gather, log as log, log2 as log2,
+    erf as erf, exp as exp, exp2 as exp2, full_like as full_like, gather as gather, ones_like as ones_like,
+    zeros_like as zeros_like, log as log, log2 as log2,
     logsumexp as logsumexp, matmul as matmul, max as max, maximum as maximum, mean as mean,
     min as min, mul as mul, minimum as minimum, quantize_group as quantize_group, reciprocal as reciprocal,
     quantize_mx as quantize_mx, quantize_nvfp4 as quantize_nvfp4, dequantize as dequantize,
@@ -33,10 +34,13 @@ __all__ = [
     "formats", "check", "check_modes", "evaluate", "assert_accepted", "Verdict", "reference", "Reference", "settings",
     "NumoracleError", "InvalidArgument", "OracleViolation", "Uncertified", "TensorsChanged",
     "sum", "mean", "max", "min", "logsumexp", "matmul", "where", "maximum", "minimum", "clamp",
-    "gather", "cat", "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh",
+    "full_like", "zeros_like", "ones_like", "gather", "cat", "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh",
     "erf", "sin", "cos", "reciprocal", "div", "mul", "div_rn", "quantize_group", "quantize_mx",
-    "quantize_nvfp4", "dequantize", "operators",
+    "quantize_nvfp4", "dequantize", "operators", "Operator", "Domain", "operator",
 ]
+
+# the operator declaration (docs/design.md §3.1), from the registry package on first use
+_FROM_OPERATORS = ("Operator", "Domain", "operator")
 
 
 def __getattr__(name):
@@ -44,4 +48,7 @@ def __getattr__(name):
     if name == "operators":
         import importlib
         return importlib.import_module(__name__ + ".operators")
+    if name in _FROM_OPERATORS:
+        import importlib
+        return getattr(importlib.import_module(__name__ + ".operators"), name)
     raise AttributeError(f"module 'numoracle' has no attribute {name!r}")

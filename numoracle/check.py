@@ -9,7 +9,13 @@ on a bad kernel but ``assert_accepted``, which raises ``OracleViolation`` (and
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Mapping
+
+import torch
+
 from . import backends, config
+from . import formats as F
 from .errors import InvalidArgument, OracleViolation, Uncertified
 from .oracles import quantizer as quantizer_oracle
 from .reference import Reference, reference
@@ -30,6 +36,10 @@ def _program(program) -> Reference:
 def _options(settings, p, nonfinite):
     """(settings, p, nonfinite) with the settings' defaults filled in, validated."""
     s = config.resolve(settings)
+    if p is not None and (isinstance(p, (bool, str)) or not isinstance(p, numbers.Real)):
+        # the settings parse text (environment variables); an argument is a number
+        raise InvalidArgument(f"p={p!r}: a {type(p).__name__}; expected a number strictly between 0 and 1, the "
+                              f"false-alarm budget (default 1e-6), e.g. p=1e-6.")
     p = s.p if p is None else config.settings(s, p=p).p
     nonfinite = s.nonfinite if nonfinite is None else nonfinite
     if nonfinite not in evaluation.NONFINITE_POLICIES:
@@ -37,8 +47,35 @@ def _options(settings, p, nonfinite):
     return s, p, nonfinite
 
 
+def _shown(x) -> str:
+    """A short one-line repr (a dict of tensors would print them whole, over many lines)."""
+    text = " ".join(repr(x).split())
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _is_pair(x) -> bool:
+    return isinstance(x, tuple) and len(x) == 2 and isinstance(x[1], F.Format)
+
+
 def _inputs(inputs) -> tuple:
-    return tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    """The inputs as a tuple: a tuple or list of them, or one tensor (or raw-bits pair) alone."""
+    if isinstance(inputs, (tuple, list)) and not _is_pair(inputs):
+        return tuple(inputs)
+    if isinstance(inputs, torch.Tensor) or _is_pair(inputs):
+        return (inputs,)
+    raise InvalidArgument(f"inputs={_shown(inputs)}: a {type(inputs).__name__}; expected the program's inputs as a "
+                          f"tuple of torch tensors in its order (a (uint8 tensor, Format) pair for raw bits), "
+                          f"e.g. inputs=(x, w).")
+
+
+def _params(params) -> dict:
+    """The keyword parameters as a dict (None: the program's defaults)."""
+    if params is None:
+        return {}
+    if not isinstance(params, Mapping) or not all(isinstance(k, str) for k in params):
+        raise InvalidArgument(f"params={_shown(params)}: a {type(params).__name__}; expected a dict of the program's "
+                              f"keyword parameters by name, e.g. params={{'eps': 1e-6}}, or None for its defaults.")
+    return dict(params)
 
 
 def evaluate(program, inputs, params=None, *, backend="interpreter", profile=None, p=None, nonfinite=None,
@@ -49,7 +86,7 @@ def evaluate(program, inputs, params=None, *, backend="interpreter", profile=Non
     without running the calculus again.  Always eager."""
     program = _program(program)
     _, p, nonfinite = _options(settings, p, nonfinite)
-    inputs, params = _inputs(inputs), dict(params or {})
+    inputs, params = _inputs(inputs), _params(params)
     backend = backends.resolve(backend, profile=profile)
     prof = backend.profile()
     ev = evaluation.evaluate(program, inputs, params, prof, p, nonfinite)
@@ -61,25 +98,37 @@ def evaluate(program, inputs, params=None, *, backend="interpreter", profile=Non
 
 
 def check(program, outputs, inputs, params=None, *, mode="statistical", backend="interpreter",
-          p=None, profile=None, nonfinite=None, confirm=True, settings=None) -> Verdict:
+          p=None, profile=None, nonfinite=None, confirm=True, settings=None, kernel=None) -> Verdict:
     """Judge kernel ``outputs`` against ``program`` on ``inputs``.  Never raises on a bad
     kernel: the verdict says accept, reject or uncertified.  ``p`` and ``nonfinite``
-    default to the settings' (``numoracle.settings``)."""
+    default to the settings' (``numoracle.settings``).  ``kernel``: the launcher that made
+    ``outputs`` (``kernel(*inputs, **params)``); with ``settings.plan_check`` on, the
+    verdict's assumptions carry its plan check (``numoracle.plan.assumption``, once per input
+    signature; docs/plan.md)."""
     return check_modes(program, outputs, inputs, params, modes=(mode,), backend=backend, p=p,
-                       profile=profile, nonfinite=nonfinite, confirm=confirm, settings=settings)[mode]
+                       profile=profile, nonfinite=nonfinite, confirm=confirm, settings=settings,
+                       kernel=kernel)[mode]
 
 
 def check_modes(program, outputs, inputs, params=None, *, modes=MODES, backend="interpreter",
-                p=None, profile=None, nonfinite=None, confirm=True, settings=None) -> dict:
+                p=None, profile=None, nonfinite=None, confirm=True, settings=None, kernel=None) -> dict:
     """``check`` in several modes from one run of the reference program (the regions are the
     same; only the radius used differs): mode -> Verdict."""
     s, p, nonfinite = _options(settings, p, nonfinite)
+    result = _check_modes(program, outputs, inputs, params, modes, backend, p, profile, nonfinite, confirm, s)
+    if kernel is not None and s.plan_check:
+        from .plan.assume import annotate
+        annotate(result, _program(program), kernel, _inputs(inputs), params)
+    return result
+
+
+def _check_modes(program, outputs, inputs, params, modes, backend, p, profile, nonfinite, confirm, s) -> dict:
     program = _program(program)
     modes = tuple(modes)
     for m in modes or (None,):
         if m not in MODES:
             raise InvalidArgument(f"mode={m!r}: expected 'statistical' or 'fixed' (fixed-input).")
-    inputs, params = _inputs(inputs), dict(params or {})
+    inputs, params = _inputs(inputs), _params(params)
     backend = backends.resolve(backend, profile=profile)
     prof = backend.profile()
     kernel_outs = evaluation.outputs_list(outputs)

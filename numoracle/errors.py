@@ -17,6 +17,17 @@ class InvalidArgument(NumoracleError, TypeError, ValueError):
     expected and how to fix it."""
 
 
+class LanguageMisuse(InvalidArgument):
+    """A reference program used a Python construct that would silently mis-handle tracked
+    values (a comparison as a bool, Python's max, float(), torch.exp, ...): the message names
+    the reference language's spelling.  Raised as it is, never re-worded as a bad input."""
+
+
+class MisspelledMethod(LanguageMisuse, AttributeError):
+    """A torch-style method a tracked tensor does not have (``x.exp()``): an AttributeError too,
+    so that ``hasattr`` and ``getattr(x, name, default)`` keep working."""
+
+
 class OracleViolation(NumoracleError, AssertionError):
     """`assert_accepted` found kernel outputs outside their acceptance region."""
 

@@ -77,28 +77,43 @@ def pytest_configure(config):
         config.args.append(str(corpus))
 
 
+# corpus.CASE_FILE and corpus.ARRAYS_FILE (numoracle.corpus imports torch: not at collection)
+CASE_FILE, ARRAYS_FILE = "case.json", "inputs.npz"
+
+
 def _in_corpus(path: Path) -> bool:
     corpus = _OPTIONS.get("corpus")
-    if corpus and Path(corpus).resolve() in path.resolve().parents:
-        return True
+    try:
+        if corpus and Path(corpus).resolve() in path.resolve().parents:
+            return True
+    except (OSError, RuntimeError):        # a symlink loop on the way: judged by its parts
+        pass
     return "corpora" in path.parts
 
 
 def pytest_collect_file(file_path, parent):
-    if file_path.name == "case.json" and _in_corpus(file_path) and not any(
-            p.startswith(".tmp-") for p in file_path.parts):
-        return CorpusFile.from_parent(parent, path=file_path)
-    return None
+    """A case is collected from its case.json, or from its inputs.npz where the case.json
+    beside it is not a regular file (missing, a directory, a FIFO, a broken link): pytest
+    offers only regular files, and such a case must fail as corrupt, not vanish."""
+    if file_path.name not in (CASE_FILE, ARRAYS_FILE) or any(p.startswith(".tmp-") for p in file_path.parts):
+        return None
+    if file_path.name == ARRAYS_FILE:
+        if os.path.isfile(file_path.parent / CASE_FILE):
+            return None                    # collected from its case.json (pytest offers a link to a file too)
+    if not _in_corpus(file_path):
+        return None
+    return CorpusFile.from_parent(parent, path=file_path)
 
 
 class CorpusFile(pytest.File):
     def collect(self):
-        import json
-        try:
-            meta = json.loads(self.path.read_text())
-            name = f"{meta.get('op', '?')}/{meta.get('kernel', {}).get('spec', '?')}/{meta.get('id', '?')}"
-        except Exception:
-            name = "case"          # a corrupt file: the item reports it when it runs
+        from .corpus import read_meta
+        from .errors import InvalidArgument
+        try:                  # read as replay reads it: bounded, no FIFO or device, checked
+            _, meta = read_meta(self.path.parent)
+            name = f"{meta['op']}/{meta['kernel']['spec']}/{meta['id']}"
+        except InvalidArgument:
+            name = "case"          # a corrupt case: the item reports it when it runs
         yield CorpusItem.from_parent(self, name=name)
 
 

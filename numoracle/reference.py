@@ -13,11 +13,11 @@ from __future__ import annotations
 import functools
 import inspect
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, LanguageMisuse
 
 __all__ = [
     "reference", "Reference", "sum", "mean", "max", "min", "logsumexp", "matmul",
-    "where", "maximum", "minimum", "clamp", "gather", "cat",
+    "where", "maximum", "minimum", "clamp", "gather", "cat", "full_like", "zeros_like", "ones_like",
     "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh", "erf",
     "sin", "cos", "reciprocal", "div", "mul", "div_rn", "quantize_group", "quantize_mx", "quantize_nvfp4",
     "dequantize",
@@ -224,26 +224,62 @@ def _is_cond(x):
     return isinstance(x, Cond)
 
 
+# torch's keyword spellings, which the language spells differently
+_TORCH_KEYWORDS = {"dim": "axis", "keepdim": "keepdims", "dtype": "acc", "out": None, "input": None}
+
+
+def _torch_keywords(fn: str, kw: dict) -> None:
+    """Raise for keywords the function does not take, pointing from torch's spelling to ours."""
+    if not kw:
+        return
+    hints = []
+    for k in kw:
+        ours = _TORCH_KEYWORDS.get(k)
+        if ours == "acc":
+            hints.append(f"{k}= -> acc= (the accumulation format; or cast with x.to(fmt) first)")
+        elif ours:
+            hints.append(f"{k}= -> {ours}=")
+        else:
+            hints.append(f"{k}= is not a keyword of no.{fn}")
+    raise LanguageMisuse(f"no.{fn}() got keyword(s) {sorted(kw)}: " + "; ".join(hints)
+                          + f" (torch's spellings differ: no.{fn}(x, axis=-1, keepdims=True)).")
+
+
 # ---- reductions and products
-def sum(x, axis=-1, keepdims=False, *, order="any", acc=None):
+def sum(x, axis=-1, keepdims=False, *, order="any", acc=None, **torch_style):
     """Sum along ``axis``, accumulating in ``acc`` (default: x's format) under the
     order model ``order``: "any", "sequential", "tree", or an int depth."""
+    _torch_keywords("sum", torch_style)
     return _impl(x).sum(x, axis, keepdims, order, acc)
 
 
-def mean(x, axis=-1, keepdims=False, *, order="any", acc=None):
+def mean(x, axis=-1, keepdims=False, *, order="any", acc=None, **torch_style):
+    _torch_keywords("mean", torch_style)
     return _impl(x).mean(x, axis, keepdims, order, acc)
 
 
-def max(x, axis=-1, keepdims=False):
+def max(x, axis=-1, keepdims=False, **torch_style):
+    _torch_keywords("max", torch_style)
+    _not_elementwise("max", "maximum", axis)
     return _impl(x).max(x, axis, keepdims)
 
 
-def min(x, axis=-1, keepdims=False):
+def min(x, axis=-1, keepdims=False, **torch_style):
+    _torch_keywords("min", torch_style)
+    _not_elementwise("min", "minimum", axis)
     return _impl(x).min(x, axis, keepdims)
 
 
-def logsumexp(x, axis=-1, keepdims=False, *, exp="exp2", order="any"):
+def _not_elementwise(fn: str, elementwise: str, axis) -> None:
+    # no.max(x, 0.0) reads as Python's max(x, 0.0) but would reduce along axis 0.0
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise LanguageMisuse(f"no.{fn}(x, {axis!r}): the second argument of no.{fn} is the axis it "
+                              f"reduces along (an int); for the elementwise {fn} of two values write "
+                              f"no.{elementwise}(x, {axis!r}).")
+
+
+def logsumexp(x, axis=-1, keepdims=False, *, exp="exp2", order="any", **torch_style):
+    _torch_keywords("logsumexp", torch_style)
     return _impl(x).logsumexp(x, axis, keepdims, exp, order)
 
 
@@ -266,6 +302,22 @@ def minimum(a, b):
 
 def clamp(x, lo=None, hi=None):
     return _impl(x).clamp(x, lo, hi)
+
+
+def full_like(x, value, fmt=None):
+    """A constant tensor of x's shape in ``fmt`` (default: x's format), as ``tl.full``: the
+    constant rounded once to the format, exact from there on, independent of x's values."""
+    return _impl(x).full_like(x, value, fmt)
+
+
+def zeros_like(x, fmt=None):
+    """``full_like(x, 0.0, fmt)``."""
+    return full_like(x, 0.0, fmt)
+
+
+def ones_like(x, fmt=None):
+    """``full_like(x, 1.0, fmt)``."""
+    return full_like(x, 1.0, fmt)
 
 
 def gather(x, index, axis=-1):

@@ -5,7 +5,13 @@ For each function the calculus needs, in float64 on torch tensors:
 - a bound on |f''| over an enclosure [lo, hi] (the rigorous second-order
   remainder |f(c+e) - f(c) - f'(c) e| <= 1/2 sup|f''| e^2, docs/design.md §4.1),
 - its domain, as a predicate on the enclosure, so a certificate can name a
-  site whose argument may leave it (docs/design.md §4.6).
+  site whose argument may leave it (docs/design.md §4.6);
+- an *image* bound: sup |f(x) - f(c)| over the enclosure [lo, hi] of c, from f's
+  values at the endpoints (f is monotone, or 1-Lipschitz and bounded), which caps
+  the first- and second-order terms where the linearisation says more than f can
+  reach (a saturated tanh: docs/design.md §4.1);
+- for functions whose values lie strictly inside (-1, 1), that bound, so the
+  library error is counted in ulps of values below 1 (2^-24, not 2^-23).
 
 Global constants below are the suprema of |f''| over the whole real line:
 sigmoid'' peaks at 1/(6*sqrt(3)), tanh'' at 4/(3*sqrt(3)), erf'' at
@@ -45,6 +51,13 @@ class Function:
     # f is then computed once (each evaluation is a full-size pass, and compiled, a buffer of
     # its own: softmax's kernel stored exp(x - m) twice)
     deriv_value: Callable[[Tensor, Tensor], Tensor] | None = None
+    # sup |f(x) - f(c)| for x in [lo, hi] (lo <= c <= hi, the endpoints already widened
+    # outward past their float64 rounding), fc = f(c): see ``_image_*``; NaN where the
+    # enclosure leaves the domain (never used there: comparisons with NaN are false)
+    image: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor] | None = None
+    # |f(x)| < strict_bound for every real x (None: unbounded), so the exact value's fp32
+    # ulp is at most the ulp of the binade below it
+    strict_bound: float | None = None
 
 
 def _everywhere(lo: Tensor, hi: Tensor) -> Tensor:
@@ -73,6 +86,57 @@ def _erf_deriv(x):
     return (2.0 / math.sqrt(math.pi)) * torch.exp(-x * x)
 
 
+# Float64 evaluation of f at an endpoint and at the centre is within a few float64 ulps
+# each (libm / torch): 2^-50 of their magnitudes covers both and the subtraction.
+_EVAL_SLACK = 2.0 ** -50
+
+
+def _slack(*vals: Tensor) -> Tensor:
+    s = vals[0].abs()
+    for v in vals[1:]:
+        s = s + v.abs()
+    return _EVAL_SLACK * s
+
+
+def _image_hi(f):
+    """f convex increasing (exp, exp2): the upper side is the far one, f(hi) - f(c)
+    >= f(c) - f(lo) for the symmetric enclosure (slopes increase)."""
+    def image(lo, hi, c, fc):
+        v = f(hi)
+        return (v - fc) + _slack(v, fc)
+    return image
+
+
+def _image_lo(f):
+    """f concave increasing (log, sqrt) or convex decreasing (rsqrt): the lower
+    endpoint is the far side."""
+    def image(lo, hi, c, fc):
+        v = f(lo)
+        return (v - fc).abs() + _slack(v, fc)
+    return image
+
+
+def _image_both(f):
+    """f monotone with an inflection (sigmoid, tanh, erf): the larger of the two sides."""
+    def image(lo, hi, c, fc):
+        a, b = f(lo), f(hi)
+        return torch.maximum((a - fc).abs(), (b - fc).abs()) + _slack(a, b, fc)
+    return image
+
+
+def _image_reciprocal(lo, hi, c, fc):
+    # convex on each side of 0 (the domain excludes it): the endpoint nearer 0 is the far side
+    near = torch.where(lo > 0, lo, hi)
+    v = near.reciprocal()
+    return (v - fc).abs() + _slack(v, fc)
+
+
+def _image_trig(lo, hi, c, fc):
+    # 1-Lipschitz with values in [-1, 1]
+    r = torch.maximum(hi - c, c - lo)
+    return torch.minimum(r, 1.0 + fc.abs())
+
+
 FUNCTIONS: dict[str, Function] = {}
 
 
@@ -87,6 +151,7 @@ _register(Function(
     domain_text=f"argument <= {FP32_EXP_LIMIT} (fp32 exp overflows above)",
     magnitude=lambda lo, hi: torch.exp(hi),
     deriv_value=lambda x, v: v,
+    image=_image_hi(torch.exp),
 ))
 _register(Function(
     "exp2", torch.exp2, lambda x: _LN2 * torch.exp2(x),
@@ -95,6 +160,7 @@ _register(Function(
     domain_text=f"argument <= {FP32_EXP2_LIMIT} (fp32 exp2 overflows above)",
     magnitude=lambda lo, hi: torch.exp2(hi),
     deriv_value=lambda x, v: _LN2 * v,
+    image=_image_hi(torch.exp2),
 ))
 _register(Function(
     "log", torch.log, torch.reciprocal,
@@ -102,6 +168,7 @@ _register(Function(
     in_domain=lambda lo, hi: lo > 0,
     domain_text="argument > 0",
     magnitude=_mono_mag(torch.log),
+    image=_image_lo(torch.log),
 ))
 _register(Function(
     "log2", torch.log2, lambda x: 1.0 / (_LN2 * x),
@@ -109,6 +176,7 @@ _register(Function(
     in_domain=lambda lo, hi: lo > 0,
     domain_text="argument > 0",
     magnitude=_mono_mag(torch.log2),
+    image=_image_lo(torch.log2),
 ))
 _register(Function(
     "rsqrt", torch.rsqrt, lambda x: -0.5 * x.pow(-1.5),
@@ -116,6 +184,7 @@ _register(Function(
     in_domain=lambda lo, hi: lo > 0,
     domain_text="argument > 0",
     magnitude=lambda lo, hi: torch.rsqrt(lo),
+    image=_image_lo(torch.rsqrt),
 ))
 _register(Function(
     "sqrt", torch.sqrt, lambda x: 0.5 * torch.rsqrt(x),
@@ -123,6 +192,7 @@ _register(Function(
     in_domain=lambda lo, hi: lo > 0,
     domain_text="argument > 0",
     magnitude=lambda lo, hi: torch.sqrt(hi),
+    image=_image_lo(torch.sqrt),
 ))
 _register(Function(
     "reciprocal", torch.reciprocal, lambda x: -x.pow(-2),
@@ -130,6 +200,7 @@ _register(Function(
     in_domain=lambda lo, hi: (lo > 0) | (hi < 0),
     domain_text="argument bounded away from 0",
     magnitude=lambda lo, hi: _min_abs(lo, hi).reciprocal(),
+    image=_image_reciprocal,
 ))
 _register(Function(
     "sigmoid", _sigmoid, lambda x: _sigmoid(x) * _sigmoid(-x),
@@ -139,6 +210,8 @@ _register(Function(
     in_domain=lambda lo, hi: lo >= -FP32_EXP_LIMIT,
     domain_text=f"argument >= -{FP32_EXP_LIMIT} (exp(-x) overflows fp32 below)",
     magnitude=_mono_mag(_sigmoid),
+    image=_image_both(_sigmoid),
+    strict_bound=1.0,
 ))
 _register(Function(
     "tanh", torch.tanh, lambda x: 1.0 - torch.tanh(x).pow(2),
@@ -146,22 +219,28 @@ _register(Function(
     in_domain=_everywhere, domain_text="all reals",
     magnitude=_mono_mag(torch.tanh),
     deriv_value=lambda x, v: 1.0 - v.pow(2),
+    image=_image_both(torch.tanh),
+    strict_bound=1.0,
 ))
 _register(Function(
     "erf", torch.erf, _erf_deriv,
     curvature=_const(0.96789),
     in_domain=_everywhere, domain_text="all reals",
     magnitude=_mono_mag(torch.erf),
+    image=_image_both(torch.erf),
+    strict_bound=1.0,
 ))
 _register(Function(
     "sin", torch.sin, torch.cos, curvature=_const(1.0),
     in_domain=lambda lo, hi: torch.maximum(lo.abs(), hi.abs()) <= 1e5,
     domain_text="|argument| <= 1e5 (range reduction calibrated there)",
     magnitude=_const(1.0),
+    image=_image_trig,
 ))
 _register(Function(
     "cos", torch.cos, lambda x: -torch.sin(x), curvature=_const(1.0),
     in_domain=lambda lo, hi: torch.maximum(lo.abs(), hi.abs()) <= 1e5,
     domain_text="|argument| <= 1e5 (range reduction calibrated there)",
     magnitude=_const(1.0),
+    image=_image_trig,
 ))

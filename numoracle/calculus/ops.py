@@ -10,7 +10,7 @@ import torch
 from .. import formats as F
 from ..errors import InvalidArgument
 from . import form as FM
-from .tracked import Cond, Tracked, apply, cat, _div, ulp_bound_fp32, _as_cond, _ax, _or, _squeeze_axis, _sum_axis, _FP64_SLACK, promote
+from .tracked import Cond, Tracked, apply, cat, _div, ulp_bound_fp32, _as_cond, _ax, _or, _squeeze_axis, _sum_axis, _FP64_SLACK, promote, underflow_threshold
 
 Tensor = torch.Tensor
 ORDERS = ("any", "sequential", "tree")
@@ -98,18 +98,42 @@ def sum(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=Non
     R = x.radius()
     S = (x.c.abs() + R).sum(dim=axis, keepdim=keepdims)
     label = ctx.label(f"{fmt} sum over {n} ({order} order)")
-    ok = S * (1 + 2 * d * fmt.u) <= fmt.max_finite
+    gamma = gamma_bound(d, fmt.u)
+    # every partial sum is a sum of a subset of the terms, each through at most d roundings
+    ok = S * (1 + gamma) <= fmt.max_finite
     ctx.record(label, "range", str(fmt), f"partial sums <= {fmt.max_finite:.6g}", ok, S)
     if not ctx.all(ok):
         taint = _or(taint, ~ok)
     if d:
         u = fmt.u
-        gamma = gamma_bound(d, u)
         key = ctx.new_key()
         fm = FM.add_private(fm, FM.Entry(gamma * S, d * (u * S * (1 + gamma)) ** 2,
                                          frozenset((key,)), label), ctx.condensed)
+        fm = _flush_in_sum(fm, x, axis, keepdims, d, fmt, gamma, label, ctx)
     fm = _fp64_sum_slack(fm, S, n, ctx)
     return Tracked(c, fmt, fm, ctx, taint=taint)
+
+
+def _flush_in_sum(fm, x, axis, keepdims, d, fmt, gamma, label, ctx):
+    """The absolute underflow term of a sum (docs/design.md §4.1).  With gradual underflow
+    an addition of two values of the format whose result is subnormal is exact (both
+    lie on the grid of the smallest subnormal, and so does their sum), so a sum needs
+    none: its terms' own sites carry theirs (a product's covers its contraction into an
+    FMA, see tracked._mul).  A format without subnormals (tf32) flushes such a result:
+    up to min_normal per addition where a partial sum may be below it, each then passing
+    the later additions (1 + gamma).  A partial sum is never tiny where every term has
+    one sign and magnitude at least min_normal."""
+    if fmt.subnormals:
+        return fm
+    R = x.radius()
+    lo, hi = x.c - R, x.c + R
+    pos = (lo >= fmt.min_normal).all(dim=axis, keepdim=keepdims)
+    neg = (hi <= -fmt.min_normal).all(dim=axis, keepdim=keepdims)
+    may = ~(pos | neg)
+    if not ctx.any(may):
+        return fm
+    return FM.add_det(fm, f"{label} (flush to zero)", may.to(torch.float64) * (d * fmt.min_normal * (1 + gamma)),
+                      ctx.condensed)
 
 
 def mean(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=None) -> Tracked:
@@ -122,14 +146,18 @@ def mean(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=No
     if n & (n - 1) == 0:
         return s * (1.0 / n)
     ctx = s.ctx
-    q = Tracked(s.c / n, s.fmt, FM.scale(s.form, 1.0 / n), ctx, taint=s.taint)
-    r = q._round(s.fmt, f"mean: divide by {n}")
+    c = s.c / n
+    fm = FM.add_det(FM.scale(s.form, 1.0 / n), "float64 centre", _FP64_SLACK * c.abs(), ctx.condensed)
+    q = Tracked(c, s.fmt, fm, ctx, taint=s.taint)
     model = ctx.profile.model("div")
     extra = builtins.max(model.a - 0.5, 0.5) * (ulp_bound_fp32(q.c.abs() + q.radius()) if s.fmt is F.fp32
                                                    else F.ulp(q.c.abs() + q.radius(), s.fmt))
-    r.form = FM.add_det(r.form, ctx.label(f"mean: 1/{n} (division or reciprocal)"), extra, ctx.condensed)
-    r._R = None
-    return r
+    # the term belongs to the value *before* the rounding: a kernel that stores the mean
+    # stores RN(s * RN(1/n)) (or a library quotient), the rounding of a value that far from
+    # s/n, which the rounding-interval check of the stored mean must admit
+    q = Tracked(c, s.fmt, FM.add_det(fm, ctx.label(f"mean: 1/{n} (division or reciprocal)"), extra,
+                                     ctx.condensed), ctx, taint=s.taint)
+    return q._round(s.fmt, f"mean: divide by {n}")
 
 
 def max(x: Tracked, axis: int = -1, keepdims: bool = False) -> Tracked:
@@ -173,7 +201,15 @@ def _blend(a: Tracked, b: Tracked, cond: Tensor, shape) -> FM.Form:
 
 def where(cond, a, b) -> Tracked:
     """Select elementwise.  Where the condition is undecided (the kernel's
-    values may compare the other way) the result covers both branches."""
+    values may compare the other way) the result covers both branches.
+
+    Certificate taint: where the condition is decided (and its operands certified) the
+    kernel's select takes the same branch as the centre, so the element is the selected
+    branch's value and carries only that branch's taint: the other branch may overflow
+    (``where(x > 0, x, exp(100 x))``) without touching it, as ``tl.where`` discards the
+    unselected value.  Where the condition is undecided the element may be either branch
+    and takes both taints; where an operand of the comparison is tainted, its answer is
+    not certified and the element is tainted."""
     proto = a if isinstance(a, Tracked) else b
     if not isinstance(proto, Tracked):
         raise InvalidArgument("where needs at least one tracked tensor among its branches.")
@@ -181,7 +217,8 @@ def where(cond, a, b) -> Tracked:
     cnd = _as_cond(cond)
     if cnd.value.device != proto.c.device:
         cnd = Cond(cnd.value.to(proto.c.device),
-                   None if cnd.undecided is None else cnd.undecided.to(proto.c.device))
+                   None if cnd.undecided is None else cnd.undecided.to(proto.c.device),
+                   None if cnd.taint is None else cnd.taint.to(proto.c.device))
     fmt = promote(a.fmt, b.fmt) if a.fmt is not b.fmt else a.fmt
     if a.fmt is not fmt:
         a = a.to(fmt)
@@ -193,9 +230,7 @@ def where(cond, a, b) -> Tracked:
     c = torch.where(v, a.c, b.c)
     fm = _blend(a, b, v, shape)
     ctx = a.ctx
-    taint = _or(a.taint, b.taint)
-    if taint is not None:
-        taint = taint.expand(shape)
+    taint = _where_taint(v, cnd, a.taint, b.taint, shape)
     if cnd.undecided is not None:
         und = cnd.undecided.expand(shape)
         other_gap = (a.c - b.c).abs() + torch.where(v, b.radius(), a.radius())
@@ -203,6 +238,22 @@ def where(cond, a, b) -> Tracked:
                         torch.where(und, other_gap, torch.zeros_like(other_gap)), ctx.condensed)
     rf = a.repr_fmt if a.repr_fmt.precision >= b.repr_fmt.precision else b.repr_fmt
     return Tracked(c.clone() if c.shape != shape else c, fmt, fm, ctx, repr_fmt=rf, taint=taint)
+
+
+def _where_taint(v: Tensor, cnd: Cond, ta, tb, shape):
+    """The selected branch's taint where the condition is decided, both where it is not,
+    and the condition's own (see ``where``)."""
+    if ta is None and tb is None:
+        taint = None
+    else:
+        fa = ta.expand(shape) if ta is not None else torch.zeros(shape, dtype=torch.bool, device=v.device)
+        fb = tb.expand(shape) if tb is not None else torch.zeros(shape, dtype=torch.bool, device=v.device)
+        taint = torch.where(v, fa, fb)
+        if cnd.undecided is not None:
+            taint = taint | (cnd.undecided.expand(shape) & (fa | fb))
+    if cnd.taint is not None:
+        taint = _or(taint, cnd.taint.expand(shape))
+    return taint
 
 
 def maximum(a, b) -> Tracked:
@@ -215,6 +266,11 @@ def minimum(a, b) -> Tracked:
     proto = a if isinstance(a, Tracked) else b
     a, b = proto._coerce(a), proto._coerce(b)
     return where(a <= b, a, b)
+
+
+def full_like(x: Tracked, value, fmt=None) -> Tracked:
+    from .tracked import full_like as _full_like
+    return _full_like(x, value, fmt)
 
 
 def clamp(x: Tracked, lo=None, hi=None) -> Tracked:
@@ -298,12 +354,14 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None) -> Tracked:
     d = depth(order, K) + (0 if exact_products else 1)
     u = acc.u
     label = ctx.label(f"{acc} dot over K={K} ({order} order{'' if exact_products else ', rounded products'})")
+    gamma = gamma_bound(d, u)
     if d:
-        gamma = gamma_bound(d, u)
         key = ctx.new_key()
         fm = FM.add_private(fm, FM.Entry(gamma * S, d * (u * S * (1 + gamma)) ** 2, frozenset((key,)), label),
                             ctx.condensed)
-    ok = S * (1 + 2 * d * u) <= acc.max_finite
+    fm = _dot_underflow(fm, a, b, A, B, K, acc, gamma, label, ctx)
+    # every partial sum is a sum of a subset of the products, each through at most d roundings
+    ok = S * (1 + gamma) <= acc.max_finite
     ctx.record(label, "range", str(acc), f"partial sums <= {acc.max_finite:.6g}", ok, S)
     taint = None
     if a.taint is not None or b.taint is not None or not ctx.all(ok):
@@ -313,6 +371,28 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None) -> Tracked:
         taint = taint | ~ok
     fm = _fp64_sum_slack(fm, S, K, ctx)
     return Tracked(c, acc, fm, ctx, taint=taint)
+
+
+def _dot_underflow(fm, a, b, A, B, K, acc, gamma, label, ctx):
+    """The absolute underflow term of a dot (docs/design.md §4.1): each of its K products may
+    be tiny (``underflow_threshold``), rounded to a subnormal or fused into an FMA whose
+    subnormal result is rounded: at most one absolute error eta per product (half the
+    smallest subnormal, or min_normal without subnormals), which the later additions carry
+    (1 + gamma); additions of values of the format are exact where subnormal.  No product
+    of a row of a and a column of b is tiny where the smallest non-zero magnitudes of the two
+    multiply to at least the threshold (a product with an exact zero is exactly zero)."""
+    eta = acc.min_subnormal / 2 if acc.subnormals else acc.min_normal
+    thr = underflow_threshold(a.repr_fmt.precision, b.repr_fmt.precision, acc)
+    inf = torch.tensor(float("inf"), dtype=torch.float64, device=A.device)
+    Ra, Rb = a.radius(), b.radius()
+    a_lo = torch.where(A > 0, (a.c.abs() - Ra).clamp(min=0), inf)
+    b_lo = torch.where(B > 0, (b.c.abs() - Rb).clamp(min=0), inf)
+    amin = a_lo.expand(a.c.shape).amin(dim=-1, keepdim=True)          # [.., M, 1]
+    bmin = b_lo.expand(b.c.shape).amin(dim=0, keepdim=True)           # [1, N]
+    may = (amin * bmin) < thr
+    if not ctx.any(may):
+        return fm
+    return FM.add_det(fm, f"{label} (underflow)", may.to(torch.float64) * (K * eta * (1 + gamma)), ctx.condensed)
 
 
 def div_rn(a, b) -> Tracked:

@@ -333,3 +333,140 @@ def quantize_group(x: Tracked, group: int, fmt="e4m3fn", scale_rule: str = "fp32
         raise InvalidArgument(f"eps={eps!r}: the scale floor must be a positive finite number (vLLM: 1e-10).")
     label = x.ctx.label(f"quantize_group({group}, {fmt}, {scale_rule})")
     return GroupQuant(Quantizer(x, group, fmt, fm, scale_rule, float(eps), label))
+
+
+# --------------------------------------------------------------------------- block-scaled GEMM
+
+def block_scaled_matmul(a: Tracked, b: Tracked, a_s: Tracked, b_s: Tracked, *, group_n: int, group_k: int,
+                        acc="fp32", min_tile: int = 32) -> Tracked:
+    """C[m, n] = sum_g a_s[m, g] * b_s[n // group_n, g] * sum_{k in group g} a[m, k] * b[n, k]
+    for fp8 codes a [M, K], b [N, K] and fp32 scales a_s [M, K/group_k], b_s [ceil(N/group_n),
+    K/group_k], in the order a block-scaled GEMM computes it (vLLM's w8a8_block_fp8_matmul,
+    docs/design.md §4.5): per K tile of T columns, the tile's dot of the codes accumulated in
+    ``acc``, times the tile's A scale (an fp32 rounding), times its B scale (another), added
+    to an fp32 accumulator.  T is any divisor of group_k of at least ``min_tile`` (the
+    kernel's BLOCK_K: NVIDIA's fp8 dot takes K tiles of 32 or more), tiles are added in any
+    order (split-K partials summed on the host included), the last multiply may be fused
+    with the add.  Returns the fp32 accumulator (cast it to the store format with .to).
+
+    Bound: each product passes at most (T - 1) roundings in ``acc`` and 2 + (K/T - 1) in
+    fp32, so the error is at most gamma * sum_k |a_k b_k| a_s b_s with gamma the larger of
+    the two ends of T's range ((1+u)^(T-1) (1+u32)^(K/T+1) - 1 is convex in T).  The
+    certificate covers every intermediate the plan has, per group: the tile dot's partial
+    sums (at most S_g = sum_{k in g} |a_k b_k|), dot x a_scale (S_g a_s), x b_scale
+    (S_g a_s b_s) and the accumulator; an overflow of dot x a_scale that the B scale would
+    bring back makes the element uncertified, never accepted or rejected.
+
+    a, b, a_s and b_s must be the kernel's inputs as loaded (values known exactly): the
+    underflow bound uses that a non-zero tile dot of codes is at least the product of the
+    two formats' smallest subnormals (every partial sum is a multiple of it)."""
+    from .ops import _fp64_sum_slack, gamma_bound
+    from .tracked import underflow_threshold
+    for name, t in (("a", a), ("b", b), ("a_s", a_s), ("b_s", b_s)):
+        if not isinstance(t, Tracked) or not t.form.is_zero():
+            raise InvalidArgument(f"block_scaled_matmul: {name} must be an input of the program (the codes and "
+                                  f"scales as the kernel loads them, known exactly); got a computed value.")
+    acc = _fmt_arg(acc)
+    ctx = a.ctx
+    if a.c.ndim != 2 or b.c.ndim != 2 or a.c.shape[1] != b.c.shape[1]:
+        raise InvalidArgument(f"block_scaled_matmul: a [M, K] and b [N, K] must share K; got {a.shape} and "
+                              f"{b.shape}.")
+    M, K = a.c.shape
+    N = b.c.shape[0]
+    group_n, group_k = int(group_n), int(group_k)
+    if group_k <= 0 or K % group_k:
+        raise InvalidArgument(f"block_scaled_matmul: group_k={group_k} must divide K={K}.")
+    G = K // group_k
+    if tuple(a_s.c.shape) != (M, G) or tuple(b_s.c.shape) != (-(-N // group_n), G):
+        raise InvalidArgument(f"block_scaled_matmul: a_s must be [{M}, {G}] and b_s [{-(-N // group_n)}, {G}]; "
+                              f"got {a_s.shape} and {b_s.shape}.")
+    f32 = F.fp32
+    u_d, u = acc.u, f32.u
+    t_lo = min(group_k, min_tile)
+
+    def log_growth(T):
+        return (T - 1) * math.log1p(u_d) + (K // T + 1) * math.log1p(u)
+
+    tiles = [t for t in {t_lo, group_k} if K % t == 0] or [group_k]
+    gamma = max(math.expm1(log_growth(T)) for T in tiles)
+    var_depth = max((T - 1) * u_d ** 2 + (K // T + 1) * u ** 2 for T in tiles)
+    g_dot = gamma_bound(group_k - 1, u_d)                               # a tile's partial sums
+    g_as = math.expm1((group_k - 1) * math.log1p(u_d) + math.log1p(u))  # ... times a_scale
+    g_bs = math.expm1((group_k - 1) * math.log1p(u_d) + 2 * math.log1p(u))
+    # a non-zero tile dot is a multiple of lb (see above), so dot x a_s is normal where
+    # lb a_s >= min_normal; x b_s (or its FMA with the add) is safe above the threshold
+    lb = a.repr_fmt.min_subnormal * b.repr_fmt.min_subnormal
+    thr2 = underflow_threshold(f32.precision, f32.precision, f32)
+    eta = f32.min_subnormal / 2
+    per_group_tiles = group_k // t_lo
+
+    rows_n = torch.arange(N, device=b.c.device) // group_n
+    c = torch.zeros((M, N), dtype=torch.float64, device=a.c.device)
+    s_tot = torch.zeros_like(c)
+    tiny = torch.zeros_like(c)
+    ok_dot = torch.ones_like(c, dtype=torch.bool)
+    ok_as, ok_bs = ok_dot.clone(), ok_dot.clone()
+    worst = [torch.zeros_like(c) for _ in range(3)]
+    for g in range(G):
+        cols = slice(g * group_k, (g + 1) * group_k)
+        ag, bg = a.c[:, cols], b.c[:, cols]
+        d = ag @ bg.T
+        sg = ag.abs() @ bg.abs().T
+        sa = a_s.c[:, g:g + 1].abs()                       # [M, 1]
+        sb = b_s.c[rows_n, g].abs()[None, :]               # [1, N]
+        c = c + d * a_s.c[:, g:g + 1] * b_s.c[rows_n, g][None, :]
+        m_as, m_bs = sg * sa, sg * sa * sb
+        s_tot = s_tot + m_bs
+        ok_dot &= sg * (1 + g_dot) <= acc.max_finite
+        ok_as &= m_as * (1 + g_as) <= f32.max_finite
+        ok_bs &= m_bs * (1 + g_bs) <= f32.max_finite
+        worst = [torch.maximum(worst[0], sg), torch.maximum(worst[1], m_as), torch.maximum(worst[2], m_bs)]
+        t1 = (lb * sa > 0) & (lb * sa < f32.min_normal)
+        t2 = (lb * sa * sb > 0) & (lb * sa * sb * (1 - u) < thr2)
+        tiny = tiny + per_group_tiles * (t1.to(torch.float64) + t2.to(torch.float64))
+    ok_acc = s_tot * (1 + gamma) <= f32.max_finite
+    # the matmul's own label names the tile dots' accumulation format: numoracle.plan reads the
+    # site recorded under it (the fp32 accumulator, the matmul's value) as the reference's one dot
+    label = ctx.label(f"block-scaled fp8 matmul over K={K} ({acc} tile dots, group {group_n}x{group_k}, K tiles "
+                      f"of {t_lo}..{group_k})")
+    sites = [(ctx.label(f"block-scaled matmul: {acc} tile dot of the codes (K tile <= {group_k})"), str(acc),
+              acc.max_finite, ok_dot, worst[0]),
+             (ctx.label("block-scaled matmul: tile dot x a_scale"), "fp32", f32.max_finite, ok_as, worst[1]),
+             (ctx.label("block-scaled matmul: tile dot x a_scale x b_scale"), "fp32", f32.max_finite, ok_bs,
+              worst[2]),
+             (label, "fp32", f32.max_finite, ok_acc, s_tot)]
+    ok = ok_dot & ok_as & ok_bs & ok_acc
+    for site, fmt_name, lim, ok_i, w in sites:
+        ctx.record(site, "range", fmt_name, f"|value| <= {lim:.6g}", ok_i, w)
+    key = ctx.new_key()
+    fm = FM.add_private(FM.Form(), FM.Entry(gamma * s_tot, var_depth * (s_tot * (1 + gamma)) ** 2,
+                                            frozenset((key,)), label), ctx.condensed)
+    if ctx.any(tiny > 0):
+        fm = FM.add_det(fm, f"{label} (underflow)", tiny * (eta * (1 + gamma)), ctx.condensed)
+    # the centre: K products and two scalings per term in float64
+    fm = _fp64_sum_slack(fm, s_tot, K + 2, ctx)
+    taint = None if ctx.all(ok) else ~ok
+    inputs_taint = _row_col_taint(a, b, a_s, b_s, rows_n)
+    if inputs_taint is not None:
+        taint = inputs_taint if taint is None else taint | inputs_taint
+    return Tracked(c, f32, fm, ctx, taint=taint)
+
+
+def _row_col_taint(a, b, a_s, b_s, rows_n):
+    """Outputs depending on a tainted input (non-finite, zeroed): row m of a or a_s, row n of b,
+    its scales' row."""
+    if all(t.taint is None for t in (a, b, a_s, b_s)):
+        return None
+    M, N = a.c.shape[0], b.c.shape[0]
+    rows = torch.zeros((M, 1), dtype=torch.bool, device=a.c.device)
+    cols = torch.zeros((1, N), dtype=torch.bool, device=a.c.device)
+    for t, side in ((a, "r"), (a_s, "r"), (b, "c")):
+        if t.taint is not None:
+            m = t.taint.expand(t.c.shape).any(dim=-1)
+            if side == "r":
+                rows = rows | m[:, None]
+            else:
+                cols = cols | m[None, :]
+    if b_s.taint is not None:
+        cols = cols | b_s.taint.expand(b_s.c.shape).any(dim=-1)[rows_n][None, :]
+    return rows | cols

@@ -17,10 +17,11 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from .. import formats as F
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, LanguageMisuse, MisspelledMethod
 from ..mathlib import MathProfile
 from . import form as FM
 from .functions import FUNCTIONS
@@ -219,23 +220,68 @@ def promote(fa: F.Format, fb: F.Format) -> F.Format:
 # --------------------------------------------------------------------------- condition
 
 class Cond:
-    """The result of a comparison of tracked values: the centre's answer, and
-    the elements where the kernel's values may answer differently."""
+    """The result of a comparison of tracked values: the centre's answer, the
+    elements where the kernel's values may answer differently, and the elements
+    where an operand's enclosure is not certified (``taint``: there the answer
+    itself is not certified, decided or not)."""
 
-    def __init__(self, value: Tensor, undecided: Tensor | None):
+    def __init__(self, value: Tensor, undecided: Tensor | None, taint: Tensor | None = None):
         self.value = value
         self.undecided = undecided
+        self.taint = taint
+
+    @property
+    def shape(self):
+        return tuple(self.value.shape)
+
+    def __bool__(self):
+        raise LanguageMisuse(
+            f"a comparison of tracked values (shape {self.shape}) was used as a Python bool (in an "
+            f"if/while, and/or/not, or by Python's max()/min()/sorted(), which compare with > and <). "
+            f"It has one answer per element, and the kernel's values may answer differently from the "
+            f"reference's centre, so one Python branch for the whole tensor would give a wrong "
+            f"reference. Select per element instead: no.where(x > 0, a, b); for Python's max(0.0, x) "
+            f"write no.maximum(x, 0.0) (no.minimum, no.clamp); combine conditions with &, | and ~.")
 
     def __invert__(self):
-        return Cond(~self.value, self.undecided)
+        return Cond(~self.value, self.undecided, self.taint)
 
     def __and__(self, other):
         o = _as_cond(other)
-        return Cond(self.value & o.value, _or(self.undecided, o.undecided))
+        return Cond(self.value & o.value, _or(self.undecided, o.undecided), _or(self.taint, o.taint))
 
     def __or__(self, other):
         o = _as_cond(other)
-        return Cond(self.value | o.value, _or(self.undecided, o.undecided))
+        return Cond(self.value | o.value, _or(self.undecided, o.undecided), _or(self.taint, o.taint))
+
+    __rand__ = __and__
+    __ror__ = __or__
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return _torch_function(func)
+
+
+def _spelling_hint(spelled: str) -> str:
+    if spelled.startswith("nothing: "):
+        return "A tracked value has no Python number: " + spelled.removeprefix("nothing: ") + "."
+    return f"Write {spelled}."
+
+
+def _torch_function(func):
+    """A torch function given a tracked tensor or condition: raise with our spelling."""
+    name = getattr(func, "__name__", str(func))
+    if name.startswith("__"):
+        # a Tensor operator with a tracked operand (tensor + x): let Python try x's
+        # reflected operator, as it did before this hook existed
+        return NotImplemented
+    spelled = _NO_SPELLING.get(name)
+    raise LanguageMisuse(
+        f"torch.{name} was given a tracked tensor: torch functions compute on plain tensors, "
+        f"without the kernel's rounding. "
+        + (_spelling_hint(spelled) if spelled else
+           "Use the numoracle.* functions (import numoracle as no): no.exp, no.sum(x, axis=-1), "
+           "no.where, no.maximum, ...; axis= (not dim=) and keepdims= (not keepdim=)."))
 
 
 def _or(a, b):
@@ -338,10 +384,13 @@ class Tracked:
                        FM.Form(), self.ctx)
 
     # ---- rounding sites
-    def _round(self, fmt: F.Format, what: str, scaled: Tensor | None = None) -> "Tracked":
+    def _round(self, fmt: F.Format, what: str, scaled: Tensor | None = None,
+               tiny_below: float | None = None) -> "Tracked":
         """Round to fmt: a private rounding error of at most u|c| per element, none where
         the value is exact or where ``scaled`` says the operation only scaled by a power
-        of two (those keep the underflow term)."""
+        of two (those keep the underflow term).  The absolute underflow term applies below
+        ``tiny_below`` (default: fmt's smallest normal; a product's threshold is higher,
+        see ``underflow_threshold``)."""
         ctx = self.ctx
         R = self.radius()
         c = self.c
@@ -364,7 +413,7 @@ class Tracked:
         fm = FM.add_private(self.form, FM.Entry(a, a.square(), frozenset((key,)), label), ctx.condensed)
         # second order: the rounding error of the error, u*|e|; and underflow
         eta = fmt.min_subnormal / 2 if fmt.subnormals else fmt.min_normal
-        tiny = (c.abs() - R) < fmt.min_normal
+        tiny = (c.abs() - R) < (fmt.min_normal if tiny_below is None else tiny_below)
         extra = u * R
         if ctx.any(tiny):
             # (a float64 mask times eta: torch.where on two Python numbers gives float32,
@@ -490,14 +539,124 @@ class Tracked:
         y = self._coerce(other)
         d = self.c - y.c
         r = self.radius() + y.radius()
-        val = {"gt": d > 0, "ge": d >= 0, "lt": d < 0, "le": d <= 0}[op]
+        val = {"gt": d > 0, "ge": d >= 0, "lt": d < 0, "le": d <= 0, "eq": d == 0, "ne": d != 0}[op]
         undecided = (d.abs() <= r) & (r > 0)
-        return Cond(val, undecided if self.ctx.any(undecided) else None)
+        taint = _or(self.taint, y.taint)
+        if taint is not None:
+            taint = taint.expand(val.shape) if taint.shape != val.shape else taint
+        return Cond(val, undecided if self.ctx.any(undecided) else None, taint)
 
     def __gt__(self, o): return self._cmp(o, "gt")
     def __ge__(self, o): return self._cmp(o, "ge")
     def __lt__(self, o): return self._cmp(o, "lt")
     def __le__(self, o): return self._cmp(o, "le")
+    # == and != compare per element too (a Python identity test would silently answer
+    # False for every element); identity stays the hash
+    def __eq__(self, o): return self._cmp(o, "eq")
+    def __ne__(self, o): return self._cmp(o, "ne")
+    __hash__ = object.__hash__
+
+    # ---- Python conversions that would silently take one value for the whole tensor
+    def __bool__(self):
+        raise LanguageMisuse(
+            f"a tracked {self.fmt} tensor (shape {self.shape}) was used as a Python bool (if x:, "
+            f"and/or/not): a reference program cannot branch on a tracked value. Select per element "
+            f"with no.where(x > 0, a, b) (or x != 0 for a truth test).")
+
+    def __iter__(self):
+        raise LanguageMisuse(
+            f"a tracked {self.fmt} tensor (shape {self.shape}) cannot be iterated over: Python's "
+            f"sum(x), max(x), min(x), sorted(x), list(x) and unpacking would loop over its first "
+            f"axis with Python arithmetic. Reduce with no.sum(x, axis=...), no.max, no.min, "
+            f"no.mean, or take rows with x[i].")
+
+    def _no_scalar(self, what: str):
+        raise LanguageMisuse(
+            f"{what} of a tracked {self.fmt} tensor (shape {self.shape}): a tracked value is not a "
+            f"Python number (Python's float(), int(), round() and the math module's functions "
+            f"would take one number, with no rounding model). Use the reference language's "
+            f"functions, which model the kernel's math calls: no.exp, no.exp2, no.log, no.log2, "
+            f"no.sqrt, no.rsqrt, no.sigmoid, no.tanh, no.erf, no.sin, no.cos, abs(x), "
+            f"no.maximum/no.minimum; a cast to a format is x.to(fp32).")
+
+    def __float__(self): self._no_scalar("float() (or a math.* function)")
+    def __int__(self): self._no_scalar("int()")
+    def __index__(self): self._no_scalar("an integer index (int)")
+    def __complex__(self): self._no_scalar("complex()")
+    def __round__(self, ndigits=None): self._no_scalar("round()")
+    def __floor__(self): self._no_scalar("math.floor()")
+    def __ceil__(self): self._no_scalar("math.ceil()")
+    def __trunc__(self): self._no_scalar("math.trunc()")
+
+    def __array_ufunc__(self, ufunc, method, *args, **kw):
+        name = getattr(ufunc, "__name__", str(ufunc))
+        spelled = _NO_SPELLING.get(name)
+        raise LanguageMisuse(
+            f"numpy.{name} was given a tracked {self.fmt} tensor: numpy does not model the kernel's "
+            f"rounding. " + (f"Write {spelled}." if spelled else "Use the numoracle.* functions "
+                             "(import numoracle as no).") )
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return _torch_function(func)
+
+    # ---- powers: products, as a kernel writes them
+    def __pow__(self, n):
+        if isinstance(n, bool) or not isinstance(n, int):
+            if isinstance(n, float) and n.is_integer():
+                n = int(n)
+            else:
+                hint = (" For a square root write no.sqrt(x); for 1/sqrt(x) no.rsqrt(x) or "
+                        "1.0 / no.sqrt(x), whichever the kernel calls." if n in (0.5, -0.5) else
+                        " For a general power write the kernel's math calls (no.exp2(y * no.log2(x)) "
+                        "for exp2(y*log2(x))).")
+                raise LanguageMisuse(
+                    f"x ** {n!r} on a tracked tensor: only non-negative integer exponents are "
+                    f"products (x ** 2 is x * x).{hint}")
+        if n < 0:
+            raise LanguageMisuse(
+                f"x ** {n} on a tracked tensor: a negative power is a division; write "
+                f"1.0 / x ** {-n} (or 1.0 / (x * x)), the division the kernel computes.")
+        if n == 0:
+            return full_like(self, 1.0)
+        # x * x * ... * x, left to right: n - 1 products, each rounded in x's format as
+        # the kernel's tl multiplications are (x ** 2 is the single product x * x)
+        out = self
+        for _ in range(n - 1):
+            out = out * self
+        return out
+
+    def __rpow__(self, base):
+        raise LanguageMisuse(
+            f"{base!r} ** x with a tracked exponent: write the kernel's math call, "
+            f"no.exp2(x) for 2 ** x, no.exp(x) for e ** x, no.exp2(x * log2(b)) for another base b.")
+
+    def pow(self, n):
+        return self ** n
+
+    # ---- torch-style conveniences (casts) and misspellings
+    def float(self):
+        """x.to(fp32), as torch's .float()."""
+        return self.to(F.fp32)
+
+    def half(self):
+        """x.to(fp16), as torch's .half()."""
+        return self.to(F.fp16)
+
+    def bfloat16(self):
+        """x.to(bf16), as torch's .bfloat16()."""
+        return self.to(F.bf16)
+
+    def __getattr__(self, name):
+        # only reached for names a tracked tensor lacks
+        if name.startswith("__") or name in Tracked.__slots__:
+            raise AttributeError(name)
+        spelled = _NO_SPELLING.get(name)
+        hint = f" {_spelling_hint(spelled)}" if spelled else (
+            " A tracked tensor has .to(fmt), .float(), .half(), .bfloat16(), .abs(), .pow(n), "
+            ".reshape, .transpose, .T, .unsqueeze, .squeeze, indexing, .shape, .ndim and .format; "
+            "everything else is a numoracle function (import numoracle as no).")
+        raise MisspelledMethod(f"a tracked tensor has no attribute .{name}.{hint}")
 
     # ---- indexing and shape
     def __getitem__(self, idx):
@@ -519,6 +678,55 @@ class Tracked:
 
     def squeeze(self, axis):
         return _index(self, lambda t: t.squeeze(axis), "squeeze")
+
+
+# torch / numpy names -> the reference language's spelling (for the errors above)
+_NO_SPELLING = {
+    **{f: f"no.{f}(x)" for f in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sigmoid", "tanh",
+                                  "erf", "sin", "cos", "reciprocal")},
+    "sum": "no.sum(x, axis=-1, keepdims=False) (axis=, not dim=)",
+    "mean": "no.mean(x, axis=-1, keepdims=False) (axis=, not dim=)",
+    "max": "no.max(x, axis=-1) for a reduction, no.maximum(a, b) elementwise",
+    "amax": "no.max(x, axis=-1)", "amin": "no.min(x, axis=-1)",
+    "min": "no.min(x, axis=-1) for a reduction, no.minimum(a, b) elementwise",
+    "maximum": "no.maximum(a, b)", "minimum": "no.minimum(a, b)", "fmax": "no.maximum(a, b)",
+    "fmin": "no.minimum(a, b)", "clamp": "no.clamp(x, lo, hi)", "clip": "no.clamp(x, lo, hi)",
+    "where": "no.where(cond, a, b)", "logsumexp": "no.logsumexp(x, axis=-1)",
+    "matmul": "no.matmul(a, b)", "mm": "no.matmul(a, b)", "bmm": "no.matmul(a, b)",
+    "dot": "no.matmul(a, b)", "cat": "no.cat([a, b], axis=-1)", "concatenate": "no.cat([a, b], axis=-1)",
+    "gather": "no.gather(x, index, axis=-1)", "abs": "abs(x)", "absolute": "abs(x)",
+    "square": "x * x", "pow": "x ** n (a non-negative integer n: products)", "power": "x ** n",
+    "float_power": "x ** n", "exp_": "no.exp(x)", "neg": "-x", "negative": "-x",
+    "softmax": "e = no.exp(x - no.max(x, axis=-1, keepdims=True)); e / no.sum(e, axis=-1, keepdims=True)",
+    "log_softmax": "x - no.logsumexp(x, axis=-1, keepdims=True)",
+    "full_like": "no.full_like(x, value)", "zeros_like": "no.zeros_like(x)",
+    "ones_like": "no.ones_like(x)", "type": "x.to(fmt)", "double": "x.to(fp64)",
+    "view": "x.reshape(...)", "permute": "x.transpose(a, b)", "add": "a + b", "sub": "a - b",
+    "subtract": "a - b", "mul": "a * b", "multiply": "a * b", "div": "a / b (or no.div(a, b))",
+    "divide": "a / b (or no.div(a, b))", "true_divide": "a / b",
+    "item": "nothing: return the value as an output of the program",
+    "numpy": "nothing: return the value as an output of the program",
+    "tolist": "nothing: return the value as an output of the program",
+    "size": "x.shape", "dim": "x.ndim", "dtype": "x.format",
+}
+
+
+def full_like(x: "Tracked", value, fmt=None) -> "Tracked":
+    """A constant tensor of x's shape (and device), in ``fmt`` (default: x's format): the
+    constant rounded once to that format, as ``tl.full`` makes it; no dependence on x's
+    values, so none of x's errors or taint."""
+    fmt = x.fmt if fmt is None else _fmt_arg(fmt)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise LanguageMisuse(f"full_like(x, {value!r}): expected a Python number for the constant "
+                              f"(a tensor of values is an input of the program).")
+    v = float(value)
+    rv = F.round_scalar(v, fmt)
+    if not math.isfinite(rv) and math.isfinite(v):
+        raise InvalidArgument(f"full_like(x, {v!r}) in {fmt}: the constant overflows {fmt} "
+                              f"(largest finite {fmt.max_finite:.6g}); choose a wider format.")
+    # the value the kernel holds is the rounded constant: exact, known, no error term
+    c = torch.full(x.c.shape, rv, dtype=torch.float64, device=x.c.device)
+    return Tracked(c, fmt, FM.Form(), x.ctx)
 
 
 def _fmt_arg(fmt) -> F.Format:
@@ -553,7 +761,8 @@ def _mul(x: Tracked, y: Tracked, fmt, shape, taint) -> Tracked:
         g = y.k
         t = Tracked(x.c * g, fmt, FM.scale(x.form, g), ctx, repr_fmt=x.repr_fmt, taint=taint)
         if g >= 1:
-            return t
+            # exact, but the scaled value may leave the format's range: a site of its own
+            return _range_only(t, fmt, f"{fmt} mul by {g:g}")
         # scaling down is exact only while the result stays normal
         u = _underflow_only(t, fmt, f"{fmt} mul by {g:g}")
         return Tracked(u.c, fmt, u.form, ctx, repr_fmt=x.repr_fmt, taint=u.taint)
@@ -565,23 +774,56 @@ def _mul(x: Tracked, y: Tracked, fmt, shape, taint) -> Tracked:
     second = Rx * Ry
     if ctx.any((second > 0)):
         fm = FM.add_det(fm, ctx.label(f"{fmt} mul (second order)"), second, ctx.condensed)
-    fm = _fp64_slack(fm, c, ctx)
+    if x.repr_fmt.precision + y.repr_fmt.precision <= 53:
+        # where both factors are known exactly (no error: values of their formats, at most
+        # 53 significand bits together) the float64 product is exact and needs no slack;
+        # a value known exactly then stays so through a rounding that changes nothing
+        # (t*t of a saturated tanh t = 1)
+        known = (Rx == 0) & (Ry == 0)
+        c_inexact = torch.where(known, torch.zeros_like(c), c) if ctx.any(known) else c
+        fm = _fp64_slack(fm, c_inexact, ctx)
+    else:
+        fm = _fp64_slack(fm, c, ctx)
     if c.shape != shape:
         c = c.expand(shape).clone()
     t = Tracked(c, fmt, fm, ctx, taint=taint)
+    # below this the product may underflow, or its contraction with an add into an FMA
+    # may round a subnormal result (its bits reach below the smallest subnormal)
+    thr = underflow_threshold(x.repr_fmt.precision, y.repr_fmt.precision, fmt)
     # a product of values with p1 + p2 <= p significand bits is exact in p bits
     if x.repr_fmt.precision + y.repr_fmt.precision <= fmt.precision:
-        return _underflow_only(t, fmt, f"{fmt} mul (exact)")
+        return _underflow_only(t, fmt, f"{fmt} mul (exact)", thr)
     # a runtime scalar (one element: testing it costs nothing) that is a power of two scales
     # exactly, as a Python number does
     masks = [_pow2_scale(s) for s in (y, x) if s.c.numel() == 1]
     scaled = next((m for m in masks if m is not None), None)
-    return t._round(fmt, f"{fmt} mul", scaled=scaled)
+    return t._round(fmt, f"{fmt} mul", scaled=scaled, tiny_below=thr)
 
 
-def _underflow_only(t: Tracked, fmt, what) -> Tracked:
+def underflow_threshold(pa: int, pb: int, fmt) -> float:
+    """Below what magnitude a product of a p_a-bit and a p_b-bit value may carry an absolute
+    error when it is rounded to ``fmt``, or fused into an FMA whose result is rounded: where
+    it is subnormal in fmt (relative error unbounded there), or where its exact value has
+    bits below fmt's smallest subnormal (its lowest bit is above |x y| 2^-(p_a + p_b)), so
+    that a subnormal result of adding it is inexact."""
+    if not fmt.subnormals:
+        return fmt.min_normal
+    return max(fmt.min_normal, fmt.min_subnormal * 2.0 ** (pa + pb))
+
+
+def _range_only(t: Tracked, fmt, what) -> Tracked:
+    """An exact operation's result: certified against fmt's finite range, nothing added."""
     R = t.radius()
-    tiny = (t.c.abs() - R) < fmt.min_normal
+    ok = (t.c.abs() + R) <= fmt.max_finite
+    t.ctx.record(t.ctx.label(what), "range", str(fmt), f"|value| <= {fmt.max_finite:.6g}", ok, t.c.abs() + R)
+    if t.ctx.all(ok):
+        return t
+    return Tracked(t.c, fmt, t.form, t.ctx, repr_fmt=t.repr_fmt, taint=_or(t.taint, ~ok), pre=t.pre)
+
+
+def _underflow_only(t: Tracked, fmt, what, tiny_below: float | None = None) -> Tracked:
+    R = t.radius()
+    tiny = (t.c.abs() - R) < (fmt.min_normal if tiny_below is None else tiny_below)
     ok = (t.c.abs() + R) <= fmt.max_finite
     label = t.ctx.label(what)
     t.ctx.record(label, "range", str(fmt), f"|value| <= {fmt.max_finite:.6g}", ok, t.c.abs() + R)
@@ -652,6 +894,8 @@ def _exact_fn(x: Tracked, name: str) -> Tracked:
     fm = FM.scale(x.form, g)
     if ctx.any((R > 0)):
         rem = torch.where(R > 0, 0.5 * f.curvature(lo, hi) * R * R, torch.zeros_like(R))
+        if f.image is not None:
+            fm, rem = _image_cap(ctx, fm, rem, f, lo, hi, x.c, c, g.abs() * R)
         fm = FM.add_det(fm, f"{label} (second order)", rem, ctx.condensed)
     if ctx.profile.ftz and name in _FTZ_FLUSH_ABS:
         meets = (lo < F.fp32.min_normal) & (hi > -F.fp32.min_normal) & ((lo != 0) | (hi != 0))
@@ -667,20 +911,51 @@ def _exact_fn(x: Tracked, name: str) -> Tracked:
     return out
 
 
-def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | None = None) -> Tracked:
+def _image_cap(ctx: Context, fm: FM.Form, rem: Tensor, f, lo: Tensor, hi: Tensor, x_c: Tensor, c: Tensor, lin: Tensor):
+    """Cap f's first- and second-order terms by what f can reach over the enclosure
+    (docs/design.md §4.1).  With D = sup |f(x~) - f(c)| over [lo, hi] (``f.image``):
+    the remainder r = f(x~) - f(c) - g e obeys |r| <= D + |g e| <= D + |g| R, a bound
+    that holds with the linear form kept; and where D < |g| R even the first-order
+    term says more than f can do, so the element's whole error is the deterministic D
+    (its symbols dropped: the bound is on f's value, whatever they are).  lo and hi
+    move outward past their float64 rounding (c -+ R is rounded once: 2^-52 of it is
+    more than that ulp) so the endpoints enclose the real interval."""
+    wlo = lo - lo.abs() * 2.0 ** -52
+    whi = hi + hi.abs() * 2.0 ** -52
+    with torch.no_grad():
+        D = f.image(wlo, whi, x_c, c)
+    # comparisons with NaN (an enclosure outside the domain) are false: the bound is kept
+    rem = torch.where(D + lin < rem, D + lin, rem)
+    use_image = D < lin
+    if ctx.any(use_image):
+        fm = FM.masked(fm, ~use_image)
+        rem = torch.where(use_image, D, rem)
+    return fm, rem
+
+
+def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | None = None,
+                   below: float | None = None) -> Tracked:
     """Add the math library's error for ``call`` to an exact function value t; where
-    ``scaled`` is set (a division by a power of two) only the underflow's."""
+    ``scaled`` is set (a division by a power of two) only the underflow's.  ``below``: the
+    function's values lie strictly inside (-below, below), so the error is counted in ulps
+    of values under it (the calibration's unit is the ulp of the exact value's binade).
+    The result is a value of fp32: where the enclosure holds one fp32 value only, that
+    value is exact."""
     ctx = t.ctx
     model = ctx.profile.model(call)
     label = ctx.label(f"{what} ({_ulps_text(model)})")
     if model.b == 0 and model.a <= 0.5:
-        return t._round(F.fp32, f"{what} (correctly rounded)", scaled=scaled)
+        # RN(f(x~)) with f(x~) in t's enclosure: a call is never contracted into an FMA,
+        # so the rounding-to-one-value rule of an explicit cast holds
+        return t._round(F.fp32, f"{what} (correctly rounded)", scaled=scaled)._settle(t)
     R = t.radius()
     mag = t.c.abs() + R
     ok = mag <= F.fp32.max_finite
     ctx.record(label, "range", "fp32", f"|value| <= {F.fp32.max_finite:.6g}", ok, mag)
     taint = t.taint if ctx.all(ok) else _or(t.taint, ~ok)
     ulps = model.ulps(x_abs) if (x_abs is not None and model.b) else model.a
+    if below is not None:
+        mag = torch.clamp(mag, max=_fp32_below(below))
     err = ulps * ulp_bound_fp32(mag)
     if ctx.profile.ftz:
         err = err + F.fp32.min_normal
@@ -690,7 +965,34 @@ def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | Non
         under = tiny * (F.fp32.min_normal if ctx.profile.ftz else F.fp32.min_subnormal / 2)
         err = torch.where(scaled, under, err)
     fm = FM.add_det(t.form, label, err, ctx.condensed)
-    return Tracked(t.c, F.fp32, fm, ctx, taint=taint)
+    return _on_fp32_grid(Tracked(t.c, F.fp32, fm, ctx, taint=taint))
+
+
+def _fp32_below(v: float) -> float:
+    """The largest fp32 value below v (a positive fp32 value); a Python number, so a traced
+    program sees a constant."""
+    return float(np.nextafter(np.float32(v), np.float32(0)))
+
+
+def _on_fp32_grid(t: Tracked) -> Tracked:
+    """t is a math call's result, an fp32 value inside [c - R, c + R]: where that interval
+    holds a single fp32 value v (RU(lo) = RD(hi)), the result is v, exactly (a
+    saturated tanh is 1, so 1 - t*t is 0)."""
+    ctx = t.ctx
+    R = t.radius()
+    lo, hi = t.c - R, t.c + R
+    ok = torch.isfinite(R) & (torch.maximum(lo.abs(), hi.abs()) <= F.fp32.max_finite)
+    if t.taint is not None:
+        ok = ok & ~t.taint
+    if not ctx.any(ok & (R > 0)):
+        return t
+    # lo and hi are rounded float64 values: move them outward first, as _image_cap does
+    up = F.round(lo - lo.abs() * 2.0 ** -52, F.fp32, "up")
+    decided = ok & (up == F.round(hi + hi.abs() * 2.0 ** -52, F.fp32, "down"))
+    if not ctx.any(decided):
+        return t
+    return Tracked(torch.where(decided, up, t.c), F.fp32, FM.masked(t.form, ~decided), ctx,
+                   taint=t.taint)
 
 
 def ulp_bound_fp32(mag: Tensor) -> Tensor:
@@ -721,7 +1023,11 @@ def apply(x: Tracked, name: str, call: str | None = None) -> Tracked:
     t = _exact_fn(x, name)
     R = x.radius()
     x_abs = torch.maximum((x.c - R).abs(), (x.c + R).abs())
-    return _library_error(t, call, x_abs, call)
+    # a profile measured in ulps below 1 for functions inside (-1, 1) lets a saturated value
+    # count its error in 2^-24, not the 2^-23 of the binade its float64 centre 1.0 is in
+    below = FUNCTIONS[name].strict_bound if x.ctx.profile.units_below_one else None
+    return _library_error(t, call, x_abs, call, below=below)
+
 
 
 # --------------------------------------------------------------------------- index ops

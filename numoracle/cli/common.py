@@ -63,6 +63,19 @@ def nonnegative(text: str) -> float:
     return v
 
 
+def corpus_dir(text: str) -> str:
+    """A directory to save corpus cases in: missing (created when a case is saved) or a
+    directory, never a file, checked before the search so that a finding is not lost at the
+    end of it; '' (no corpus) as it is."""
+    from pathlib import Path
+    if text:
+        for p in (Path(text), *Path(text).parents):
+            if p.exists() and not p.is_dir():
+                raise argparse.ArgumentTypeError(f"{text}: {p} is a file; expected a directory to save corpus cases "
+                                                 f"in (created if missing)")
+    return text
+
+
 # ---- shared flags ----------------------------------------------------------------------------------
 
 def add_operator(p) -> None:

@@ -39,19 +39,14 @@ def add_arguments(p) -> None:
 
 
 def _operator(spec: str):
+    # one resolver for every command: a registered or published name, or package.module:attribute
+    # of the user's own Operator (importing it as a kernel refused the Operator object)
     from .. import operators
-    if ":" in spec:
-        from ..runner.kernels import import_kernel
-        obj = import_kernel(spec)
-        if not isinstance(obj, operators.Operator):
-            raise InvalidArgument(f"{spec!r} is a {type(obj).__name__}, not a numoracle Operator; give a "
-                                  f"registered operator name (numoracle ops) or package.module:attribute of one.")
-        return obj
-    return operators.get(spec)
+    return operators.resolve(spec)
 
 
 def _import(spec: str, what: str):
-    from ..runner.kernels import import_kernel
+    from ..operators.choose import import_kernel
     if ":" not in spec:
         raise InvalidArgument(f"{what} {spec!r}: expected package.module:function.")
     return import_kernel(spec)
@@ -97,7 +92,7 @@ def _site_lines(kplan, show_all: bool) -> list:
 def run(args) -> int:
     from ..plan import extract_plan, reference_plan
     from ..plan.check import check
-    from ..runner.kernels import resolve
+    from ..operators.choose import resolve
     op = _operator(args.op)
     inputs, params = _example(op, args)
     if args.intended is not None or args.compare is not None:

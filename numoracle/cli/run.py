@@ -28,7 +28,8 @@ def add_arguments(p, command: str) -> None:
     p.add_argument("--max-cols", type=common.positive_int, default=None, help="cap drawn columns (check: 256)")
     common.add_groups(p)
     common.add_params(p)
-    p.add_argument("--corpus", default="corpora", help="where counterexamples are saved")
+    p.add_argument("--corpus", default="corpora", type=common.corpus_dir,
+                   help="where counterexamples are saved (a directory; created when one is)")
     p.add_argument("--no-save", action="store_true", help="do not save the counterexample")
     p.add_argument("--expect", default="accept", choices=("accept", "reject"),
                    help="what a replay of the saved case as a pytest item must give: 'accept' (a bug to fix) "
@@ -104,7 +105,9 @@ def print_result(res) -> None:
                                       for c in STATUS_COLUMNS))
     for g, why in sorted(res.uncertified_reasons.items()):
         for reason, n in sorted(why.items(), key=lambda kv: -kv[1])[:3]:
-            print(f"  uncertified in {g}: {reason} ({n} case{'s' if n > 1 else ''})")
+            ex = res.uncertified_examples.get(g, {}).get(reason)
+            at = f"; e.g. {ex['element']}: {'; '.join(ex['inputs'])}" if ex and ex.get("inputs") else ""
+            print(f"  uncertified in {g}: {reason} ({n} case{'s' if n > 1 else ''}{at})")
     for o in res.errors[:5]:
         print(f"  {o.status}: {o.case!r}: {o.error or 'NaN/inf where the reference is finite'}")
     for o in res.statistical_only[:3]:
@@ -125,10 +128,14 @@ def print_result(res) -> None:
         print(f"{what} found by {res.shrunk_from!r}")
         print(f"shrunk in {res.shrink_evaluations} evaluations ({res.shrink_seconds:.1f}s) to inputs {shape}, "
               f"failure class {list(ce.failure_class) if ce.failure_class else None}")
-        print(ce.explain())
+        text = ce.explain()
+        print(text)
         if res.saved:
             print(f"Saved: {res.saved}")
-            print(f"Replay: numoracle replay {res.saved}")
+            if "\nReplay: " not in text:
+                # a verdict's explanation ends with its replay line; a crash, timeout or error
+                # finding has none: one copy-pasteable line either way
+                print(f"Replay: numoracle replay {res.saved}")
         elif res.save_error:
             if ce.case is not None:
                 print(f"Not saved; the case as drawn: {json.dumps(ce.case.to_dict(), default=str)}")

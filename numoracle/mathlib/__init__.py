@@ -39,6 +39,10 @@ class MathProfile:
     functions: dict
     ftz: bool = False                     # approximate functions flush subnormals
     provenance: dict = field(default_factory=dict)
+    # the errors of functions whose values lie strictly inside (-1, 1) (sigmoid, tanh, erf)
+    # were measured in ulps of values below 1, also where float64 rounds the exact value to
+    # +-1 (calibrate.BELOW_ONE): the calculus may then count them so (2^-24 near 1)
+    units_below_one: bool = False
 
     def model(self, fn: str) -> ErrorModel:
         try:
@@ -54,6 +58,7 @@ class MathProfile:
         return {
             "name": self.name,
             "ftz": self.ftz,
+            "units_below_one": self.units_below_one,
             "functions": {k: {"a": m.a, "b": m.b} for k, m in self.functions.items()},
             "provenance": self.provenance,
         }
@@ -62,7 +67,8 @@ class MathProfile:
 def from_dict(d: dict) -> MathProfile:
     try:
         fns = {k: ErrorModel(float(v["a"]), float(v.get("b", 0.0))) for k, v in d["functions"].items()}
-        return MathProfile(str(d["name"]), fns, bool(d.get("ftz", False)), dict(d.get("provenance", {})))
+        return MathProfile(str(d["name"]), fns, bool(d.get("ftz", False)), dict(d.get("provenance", {})),
+                           bool(d.get("units_below_one", False)))
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidArgument(
             f"malformed math profile: {exc!r}. Expected {{'name': str, 'ftz': bool, "

@@ -157,10 +157,20 @@ def _pow2(kmin: int, kmax: int, signs=(1.0,)) -> np.ndarray:
     return np.concatenate([_neighbours(s * p, 1) for s in signs])
 
 
-def ulp_of_exact(v64: np.ndarray) -> np.ndarray:
+# Functions whose exact values lie strictly inside (-1, 1): their unit is the ulp of a value
+# below 1 even where the float64 reference rounds the exact value to +-1 (a saturated tanh),
+# as the calculus counts them (calculus.functions strict_bound, MathProfile.units_below_one).
+BELOW_ONE = ("sigmoid", "tanh", "erf")
+_BELOW_ONE_MAX = 1.0 - 2.0 ** -24          # the largest fp32 value below 1
+
+
+def ulp_of_exact(v64: np.ndarray, key: str | None = None) -> np.ndarray:
     """fp32 ulp of the binade of each exact value (2^-149 below 2^-126): the
-    unit of the calculus's library-error bound."""
+    unit of the calculus's library-error bound; for ``key`` in BELOW_ONE, of the
+    binade below 1 where |v64| is 1."""
     a = np.abs(v64)
+    if key in BELOW_ONE:
+        a = np.minimum(a, _BELOW_ONE_MAX)
     _, e = np.frexp(a)
     u = np.ldexp(1.0, (e - 24).astype(np.int64))
     return np.where((a < MIN_NORMAL) | (a == 0), MIN_SUB, u)
@@ -403,7 +413,7 @@ def _mp_ulp_errors(spec: Spec, args: tuple, got: np.ndarray, idx: np.ndarray, sl
     with m.workprec(MP_PREC):
         for j, i in enumerate(idx):
             v = spec.mp(m, *[m.mpf(float(a[i])) for a in args])
-            ulp = float(ulp_of_exact(np.array([float(v)]))[0])
+            ulp = float(ulp_of_exact(np.array([float(v)]), spec.key)[0])
             err = abs(m.mpf(float(got[i])) - v) - slack
             out[j] = float(max(err, 0) / ulp)
     return out
@@ -484,7 +494,7 @@ def _refine_points(spec: Spec, x: np.ndarray, got: np.ndarray, ftz: bool, k: int
         ok = np.asarray(spec.domain(x64), dtype=bool) & np.isfinite(ref) & (np.abs(ref) <= FLT_MAX)
         if ftz:
             ok &= np.abs(x64) >= MIN_NORMAL
-        err = np.abs(got.astype(np.float64) - ref) / ulp_of_exact(ref)
+        err = np.abs(got.astype(np.float64) - ref) / ulp_of_exact(ref, spec.key)
     err = np.where(ok & np.isfinite(err), err, -1.0)
     top = np.argsort(err)[-k:]
     top = top[err[top] >= 0]
@@ -527,7 +537,7 @@ def measure_call(run: Runner, key: str, call: str, n: int, seed: int, ftz: bool,
         g = got.astype(np.float64) if idx is None else got[idx].astype(np.float64)
         rv = refv if idx is None else refv[idx]
         with np.errstate(all="ignore"):
-            e = np.maximum(np.abs(g - rv) - slack, 0.0) / ulp_of_exact(rv)
+            e = np.maximum(np.abs(g - rv) - slack, 0.0) / ulp_of_exact(rv, key)
         return np.where(np.isnan(e), np.inf, e)
 
     err = errors(ref)
@@ -717,6 +727,7 @@ def calibrate(backend: str = "interpreter", functions=None, samples: int = 1 << 
             b = fitted["bound"]
             log(f"{key:8s} max {fitted['max_ulp']:.4g} ulp -> bound {b['a']:g}" + (f" + {b['b']:g}|x|" if b['b'] else ""))
     inherited = {}
+    base_below_one = False
     if base:
         from . import load
 
@@ -726,6 +737,10 @@ def calibrate(backend: str = "interpreter", functions=None, samples: int = 1 << 
                 funcs[k] = {"a": m.a, "b": m.b}
                 inherited[k] = bp.name
         ftz = ftz or bp.ftz
+        base_below_one = bp.units_below_one
+    # measured here, these functions' errors are in ulps below 1 (BELOW_ONE); inherited ones only
+    # if the base says so
+    below_one = all(k not in inherited or base_below_one for k in BELOW_ONE)
     prov = {
         "device": run.device_name(), "backend": run.backend, **_versions(),
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -733,8 +748,10 @@ def calibrate(backend: str = "interpreter", functions=None, samples: int = 1 << 
         "samples": {k: report[k]["samples"] for k in report},
         "ftz_observed": ftz_obs,
         "method": "numoracle calibrate: edge cases + dense fp32 bit-pattern sweep + uniform random inputs per "
-                  "kernel call; error in fp32 ulps of the exact value's binade against float64 references "
-                  "checked with mpmath (113 bits); bound = fit x (1 + margin), rounded up to 1/64 ulp",
+                  "kernel call; error in fp32 ulps of the exact value's binade (for sigmoid, tanh and erf, "
+                  "whose values lie inside (-1, 1), the binade below 1 where float64 rounds them to +-1) "
+                  "against float64 references checked with mpmath (113 bits); bound = fit x (1 + margin), "
+                  "rounded up to 1/64 ulp",
         "seconds": round(time.time() - t0, 1),
         "status": "measured",
     }
@@ -745,7 +762,7 @@ def calibrate(backend: str = "interpreter", functions=None, samples: int = 1 << 
     if not name:   # "NVIDIA H200" -> "h200"; the interpreter -> "interpreter"
         name = run.backend if run.backend == "interpreter" else \
             (prov["device"].split()[-1].lower() if prov["device"].split() else "gpu")
-    profile = {"name": name, "ftz": bool(ftz),
+    profile = {"name": name, "ftz": bool(ftz), "units_below_one": below_one,
                "functions": {k: funcs[k] for k in FUNCTION_NAMES if k in funcs}, "provenance": prov,
                "measurements": {k: {kk: vv for kk, vv in v.items()} for k, v in report.items()}}
     from_dict(profile)  # the loader must read what we write

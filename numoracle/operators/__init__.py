@@ -211,6 +211,11 @@ def resolve(op) -> Operator:
     except (ImportError, AttributeError) as exc:
         raise InvalidArgument(f"operator {op!r}: cannot import it ({type(exc).__name__}: {exc}); expected "
                               f"package.module:attribute importable from the current directory ({cwd}).") from None
+    except (Exception, SystemExit) as exc:
+        from .choose import _where
+        what = f"SystemExit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
+        raise InvalidArgument(f"operator {op!r}: importing {mod} raised {what}{_where(exc)}, in the module's own "
+                              f"code; fix the module so that importing it succeeds.") from None
     if callable(obj) and not isinstance(obj, Operator):
         obj = obj()
     if not isinstance(obj, Operator):

@@ -108,7 +108,7 @@ def geglu_backward(dc, a, b):
     return da.to(a.format), db.to(b.format)
 
 
-@no.reference
+@no.reference(params={"reduction": ("mean", "sum", "none")})
 def cross_entropy_backward(logits, labels, grad_output, *, ignore_index=-100, reduction="mean"):
     """Liger CE gradient with respect to the logits, times grad_output (no smoothing, z-loss or
     softcap).  p = exp2((x − m)·log2e)/d in fp32 (m the row max, d the row sum); at the label

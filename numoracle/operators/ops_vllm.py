@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 
 import numoracle as no
+from numoracle.calculus.quant import block_scaled_matmul
 from numoracle.formats import fp32
 from numoracle.operators import Domain, Operator, _register
 from numoracle.families import fill
@@ -64,14 +65,15 @@ def _block_scaled_matmul(a1, b1, out, dot_acc):
 
 @no.reference
 def w8a8_block_fp8_matmul(a, b, a_s, b_s, *, group_n=128, group_k=128, out="bf16", dot_acc="fp32"):
-    """vLLM block fp8 matmul: C = (a·a_s) @ (b·b_s)ᵀ; e4m3 products exact in fp32, fp32
-    accumulation, the scales applied per K tile inside the loop, one store rounding to ``out``.
-    The two scale multiplications are placed on the operands (one fp32 rounding each: the same
-    bound u·Σ|products| as rounding the scaled tile dot). ``dot_acc="tf32"`` is a conservative
-    model of fp8 tensor cores that accumulate with fewer than 24 bits (Hopper's fp8 wgmma)."""
-    a1 = _scaled_operand(a.to(fp32), a_s, 1, group_k)
-    b1 = _scaled_operand(b.to(fp32), b_s, group_n, group_k)
-    return _block_scaled_matmul(a1, b1, out, dot_acc)
+    """vLLM block fp8 matmul: C = (a·a_s) @ (b·b_s)ᵀ in the kernel's order: per K tile the dot of
+    the e4m3 codes (products exact in fp32, fp32 accumulation), × a_scale, × b_scale (an fp32
+    rounding each), added to the fp32 accumulator; one store rounding to ``out``.  Every K tile
+    width the kernel may take (a divisor of group_k of at least 32) and split-K are covered, and
+    the certificate covers each intermediate (``dot × a_scale`` can overflow where the product
+    with b_scale would not).  ``dot_acc="tf32"`` is a conservative model of fp8 tensor cores that
+    accumulate with fewer than 24 bits (Hopper's fp8 wgmma)."""
+    c = block_scaled_matmul(a, b, a_s, b_s, group_n=group_n, group_k=group_k, acc=dot_acc)
+    return c.to(out)
 
 
 @no.reference

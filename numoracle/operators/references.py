@@ -97,7 +97,7 @@ def layer_norm_fwd(x, w, b, *, eps=1e-5):
     return y, mu.squeeze(-1), rstd.squeeze(-1)
 
 
-@no.reference
+@no.reference(params={"approximate": ("tanh", "none")})
 def geglu(a, b, *, approximate="tanh"):
     """Liger GeGLU: gelu(a) in fp32 (tanh form, or erf for approximate='none'),
     rounded to b's format, then x b in that format."""

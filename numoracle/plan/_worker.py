@@ -67,6 +67,8 @@ def _chain(exc: BaseException) -> str:
 
 def main() -> int:
     import warnings
+    from ..processes import die_with_parent
+    die_with_parent()
     warnings.simplefilter("ignore")
     cache: dict = {}
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer

@@ -40,8 +40,19 @@ class Compiled:
         """id(mlir op) -> its Site."""
         if not hasattr(self, "_by_ir"):
             # an FMA candidate is a note on its add, which keeps its own site
-            self._by_ir = {id(s.ir): s for s in self.sites if s.ir is not None and s.kind != "fma"}
+            self._by_ir = {id(s.ir): s for s in self.sites if s.ir is not None and s.kind != "fma"
+                           and not s.detail.get("companion")}
         return self._by_ir
+
+    def companions(self) -> dict:
+        """id(mlir op) -> the further sites one operation stands for (a dot_scaled's operand
+        scaling, which the TTGIR does apart)."""
+        if not hasattr(self, "_companions"):
+            self._companions = {}
+            for s in self.sites:
+                if s.ir is not None and s.detail.get("companion"):
+                    self._companions.setdefault(id(s.ir), []).append(s)
+        return self._companions
 
 
 @dataclass
@@ -210,7 +221,8 @@ class _Worker:
     """A helper process that compiles kernels with Triton out of interpreter mode."""
 
     def __init__(self):
-        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        from ..processes import child_environment
+        env = child_environment({k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         self.proc = subprocess.Popen([sys.executable, "-m", "numoracle.plan._worker"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, env=env)

@@ -22,6 +22,9 @@ FUNCTIONS = {"exp": "exp", "exp2": "exp", "log": "log", "log2": "log2", "rsqrt":
 _LABEL = re.compile(r"^(.*?) \[([\w<>.]+?):(\d+)(?::(\d+))?(?:@\d+)?(?:<[^\]]*)?\]$")
 _SUM = re.compile(r"^(\w+) sum over (\d+) \((.+) order\)$")
 _DOT = re.compile(r"^(\w+) dot over K=(\d+) \((.+?) order(, rounded products)?\)$")
+# calculus.quant.block_scaled_matmul: per K tile a dot of the codes in this format, scaled,
+# accumulated in fp32 -- one dot on the way to each element, as the kernel's tl.dot loop is
+_BLOCK_DOT = re.compile(r"^block-scaled fp8 matmul over K=(\d+) \((\w+) tile dots, ")
 _ARITH = re.compile(r"^(\w+) (add|sub|mul)$")
 _ROUND = re.compile(r"^round to (\w+) \(\.to\)$")
 _CALL = re.compile(r"^([\w]+) \((?:[\d.+|x]+ ulp|[\d.]+\+[\d.]+\|x\| ulp|correctly rounded)\)$")
@@ -75,6 +78,9 @@ def classify(label: str, kind: str, fmt: str, file, line, col) -> RefSite | None
     elif (mm := _DOT.match(what)):
         s.kind, s.fmt = "dot", mm.group(1)
         s.detail.update(k=int(mm.group(2)), order=_order(mm.group(3)), rounded_products=bool(mm.group(4)))
+    elif (mm := _BLOCK_DOT.match(what)):
+        s.kind, s.fmt = "dot", mm.group(2)
+        s.detail.update(k=int(mm.group(1)), order="any", rounded_products=False)
     elif (mm := _CALL.match(what)):
         name = mm.group(1)
         if name == "division":
@@ -118,12 +124,12 @@ class ReferencePlan:
         "dot": ..., "integer": ...}``)."""
         import torch
         out = self.outputs[i]
-        labels = out["labels"]
-        if labels and not any(bool(m.any()) for m in labels.values()):
-            # every element's value is decided exactly in its format (the calculus settles a cast
-            # whose whole enclosure rounds to one value), which zeroes the terms: count the
-            # sites the output's form names instead
-            labels = {k: torch.ones_like(m) for k, m in labels.items()}
+        # a site the output's form names whose term is zero on every element is on the output's
+        # path but exact there: a cast the calculus settles (its whole enclosure rounds to one
+        # value), or the rounding of a value known exactly that its format holds (MX operands,
+        # codes times a power of two, cast to bf16): count it for every element, as a site
+        # the form names
+        labels = {k: (m if bool(m.any()) else torch.ones_like(m)) for k, m in out["labels"].items()}
         groups: dict = {}
         for label, mask in labels.items():
             site = self.site(label)
@@ -251,18 +257,34 @@ def reference_plan(program, inputs, params, *, profile="h200") -> ReferencePlan:
 
 
 def _quantizer_sites(q, kind: str, file) -> list:
-    """A quantizer output's sites: the codes' rounding to the fp8 format, and the scale rule's
-    math (UE8M0: log2 then ceil, an exact power of two)."""
+    """A quantizer output's sites.  Group quantizers (``quantize_group``): the codes' rounding to
+    the fp8 format, and the UE8M0 scale's log2 then ceil.  MX (``quantize_mx``): the codes'
+    rounding to the element format; for codes and scales the shared exponent, floor or ceil of
+    a log2 by the rule (read from the exponent bits or computed by an approximate log2: the
+    bound admits both).  NVFP4 (``quantize_nvfp4``): the e2m1 codes, and the e4m3 rounding of
+    the block scale, which the scales are and the codes are divided by; the tensor scale has
+    fp32 arithmetic only.  Codes saturate."""
+    from ..calculus.quant_mx import MXQuantizer, NVFP4Quantizer
     m = _LABEL.match(q.label)
     line = int(m.group(3)) if m else None
     what = m.group(1) if m else q.label
     fmt = str(q.fmt)
     out = []
+
+    def site(kind_, text, fmt_, **kw):
+        out.append(RefSite(kind_, f"{what}: {text}", fmt_, file, line, None, q.label, **kw))
     if kind == "codes":
-        out.append(RefSite("quantize-codes", f"{what}: codes", fmt, file, line, None, q.label))
-    if q.rule == "ue8m0":
-        out.append(RefSite("function", f"{what}: log2 of the scale", "fp32", file, line, None, q.label,
-                           function="log2"))
-        out.append(RefSite("round-int", f"{what}: ceil of log2", "fp32", file, line, None, q.label,
-                           detail={"name": "ceil"}))
+        site("quantize-codes", "codes", fmt, detail={"overflow": "saturate"})
+    if isinstance(q, NVFP4Quantizer):
+        if kind in ("codes", "scales"):
+            site("quantize-codes", "e4m3 block scale", "e4m3fn", detail={"overflow": "saturate"})
+        return out
+    if isinstance(q, MXQuantizer):
+        rounding = "floor" if q.rule == "floor" else "ceil"
+        of = "the block's amax" if q.rule == "floor" else "amax / fmax"
+        site("function", f"log2 of {of}", "fp32", function="log2", detail={"exact_ok": True})
+        site("round-int", f"{rounding} of log2", "fp32", detail={"name": rounding})
+    elif q.rule == "ue8m0":
+        site("function", "log2 of the scale", "fp32", function="log2", detail={"exact_ok": True})
+        site("round-int", "ceil of log2", "fp32", detail={"name": "ceil"})
     return out

@@ -221,6 +221,12 @@ def judge(op, kernel, inputs, params, config=(), *, backend="interpreter", mode=
                        seconds=time.perf_counter() - t0, inputs=inputs, params=params, outputs=outs,
                        traceback=traceback.format_exc()[-1500:],
                        failure_class=("error", "judging", type(exc).__name__), rss_mb=ran.rss_mb)
+    from ..config import settings
+    if settings.default.plan_check:
+        # the kernel returned on these inputs, so its launcher can be captured on them; once per
+        # (kernel, input signature, parameters, config) in a process
+        from ..plan.assume import annotate
+        annotate({mode: v}, op, kernel, inputs, params, kernel_kwargs=dict(config))
     status = v.status
     if status == "reject":
         if _only_special_rejects(v):
@@ -233,6 +239,11 @@ def judge(op, kernel, inputs, params, config=(), *, backend="interpreter", mode=
         out.failure_class = failure_class(v)
     if status == "uncertified":
         out.uncertified_reasons = tuple(v.certificate.reason_kinds()) or ("no finite bound",)
+        from ..verdict.explain import uncertified_example
+        try:
+            out.uncertified_example = uncertified_example(v)
+        except Exception:  # noqa: BLE001 - the example only adds to the reasons
+            out.uncertified_example = None
     return out
 
 

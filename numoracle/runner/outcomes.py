@@ -58,6 +58,8 @@ class Outcome:
     failure_class: tuple | None = None
     # why an uncertified verdict is (certificate.reason_kinds(): 'range: <site>', 'domain: ...')
     uncertified_reasons: tuple = ()
+    # its first uncertified element and the input rows' ranges there (explain.uncertified_example)
+    uncertified_example: dict | None = None
     inputs: tuple = field(default=(), repr=False)
     params: dict = field(default_factory=dict, repr=False)
     outputs: object = field(default=None, repr=False)
@@ -99,6 +101,8 @@ class Outcome:
             d["failure_class"] = list(self.failure_class)
         if self.uncertified_reasons:
             d["uncertified_reasons"] = list(self.uncertified_reasons)
+        if self.uncertified_example:
+            d["uncertified_example"] = self.uncertified_example
         return d
 
 
@@ -196,6 +200,8 @@ class RunResult:
     shrink_evaluations: int = 0
     # group -> {why a verdict was uncertified -> cases}
     uncertified_reasons: dict = field(default_factory=dict)
+    # group -> {reason -> the first uncertified case's element and input ranges}
+    uncertified_examples: dict = field(default_factory=dict)
     save_error: str | None = None                       # why the finding could not be saved
     isolation: str = "in-process"                       # where kernels ran: "worker" | "in-process (why)"
     memory: dict = field(default_factory=dict)          # MemoryWatch.summary()
@@ -205,8 +211,11 @@ class RunResult:
         self.groups.setdefault(group, GroupStats()).add(out.status)
         if out.status == "uncertified":
             why = self.uncertified_reasons.setdefault(group, {})
+            ex = self.uncertified_examples.setdefault(group, {})
             for r in out.uncertified_reasons or ("no finite bound",):
                 why[r] = why.get(r, 0) + 1
+                if out.uncertified_example and r not in ex:
+                    ex[r] = {**out.uncertified_example, **({"case": out.case.to_dict()} if out.case is not None else {})}
 
     @property
     def totals(self) -> GroupStats:
@@ -250,6 +259,7 @@ class RunResult:
             "shrink": {"seconds": round(self.shrink_seconds, 2), "evaluations": self.shrink_evaluations},
             "uncertified_reasons": {g: dict(sorted(r.items(), key=lambda kv: -kv[1]))
                                     for g, r in sorted(self.uncertified_reasons.items())},
+            "uncertified_examples": {g: dict(sorted(e.items())) for g, e in sorted(self.uncertified_examples.items())},
             "statistical_only": [o.summary() for o in self.statistical_only],
             "errors": [o.summary() for o in self.errors],
             "other_rejects": [o.summary() for o in self.other_rejects],

@@ -6,94 +6,189 @@ your own) and its kernel (a registered name, or ``package.module:function``): bo
 imported again, as ``--kernel`` would import them, so a fixed kernel passes its saved
 case.  Where the kernel cannot be imported (or with ``saved_outputs=True``) the outputs
 saved with the case are re-judged instead, and the result says so.  Every problem with a
-case (unreadable files, an operator or kernel that does not import, a kernel that fails)
-is that case's result, never an exception."""
+case (unreadable or inconsistent files, an operator or kernel that does not import,
+parameters or inputs its operator does not take, a kernel that fails) is that case's
+result, never an exception.
+
+Before any kernel runs, the case is held to its operator: the parameters to the
+reference's choices, the number of inputs to its arguments, and the saved inputs to what
+the reference program can run on (labels in range, shapes that fit); a case that fails
+there is corrupt, not a finding.  The reference is evaluated once per replay, with
+non-finite inputs judged as ``nonfinite='uncertified'`` does (the elements they reach are
+uncertified, the others judged), so a case whose inputs hold NaN or infinity replays.
+
+A case saved from a kernel error, timeout or crash records it under ``finding`` (and no
+judged outputs): its kernel is re-run (a crash's in the supervised worker), and its failing
+again reproduces it; with ``saved_outputs`` a kernel error's saved outputs that cannot be
+judged reproduce it too, where a reject's saved outputs that no longer fit are corrupt."""
 
 from __future__ import annotations
 
+import math
+
 from .. import backends, operators
-from ..check import check
-from ..corpus import load
+from ..check import evaluate
+from ..corpus import ARRAYS_FILE, load, read_meta
 from ..errors import InvalidArgument
+from ..verdict.evaluation import check_params, outputs_list
 from .execute import execute
 from .kernels import resolve
 
 # a replay's status, from best to worst (its exit code: 0, 1, 2)
 STATUSES = ("ok", "reproduced", "corrupt")
+MODES = ("statistical", "fixed")
+# the findings saved with judged outputs (the others: a kernel error, timeout or crash)
+JUDGED = ("reject", "nan", "statistical_only", "uncertified", "accept")
 
 
 def replay(path, *, kernel=None, backend=None, saved_outputs: bool = False, timeout: float = 120.0,
            isolate=None) -> dict:
     """Re-run and re-judge one saved case in both modes: a dict with ``status`` ("ok",
     "reproduced": a reject in either mode, a kernel failure, or non-finite outputs;
-    "corrupt": the case cannot be replayed, with the ``reason`` and the file), ``passes``
+    "corrupt": the case cannot be replayed, with the ``reason`` naming the file), ``passes``
     (what the case's ``expect`` asks: accepted for a bug to fix, rejected for an oracle
     regression case), each mode's verdict, and a ``note`` on what ran.  ``isolate``: run the
     kernel in the supervised worker process (default ``settings.isolate``, and always for a
-    case saved from a crash, which would end this process)."""
+    case saved from a crash, which would end this process).  Raises InvalidArgument only for
+    the caller's own arguments (``backend``, ``timeout``, ``isolate``)."""
+    if backend is not None:
+        backends.select(backend)            # the caller's backend: refused here, not once per case
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
+            math.isfinite(timeout) and timeout > 0):
+        raise InvalidArgument(f"timeout={timeout!r}: expected a number of seconds > 0 (the kernel's time limit).")
+    if isolate is not None and not isinstance(isolate, bool):
+        raise InvalidArgument(f"isolate={isolate!r}: expected True (the kernel in the supervised worker), False "
+                              f"(in this process) or None (settings.isolate).")
+    try:
+        return _replay(path, kernel, backend, saved_outputs, timeout, isolate)
+    except Exception as exc:
+        # the last guard of a long replay: whatever this numoracle fails on is the case's result
+        detail = " ".join(str(exc).split())[:300]
+        return corrupt(path, f"replaying it failed in a way numoracle does not name ({type(exc).__name__}: "
+                              f"{detail}); the case may be corrupt, or this is a numoracle bug: please report it "
+                              f"with the case.")
+
+
+def _replay(path, kernel, backend, saved_outputs, timeout, isolate) -> dict:
+    try:
+        cj, meta = read_meta(path)
+    except InvalidArgument as exc:
+        return corrupt(path, str(exc))
+    npz = cj.parent / ARRAYS_FILE
+    expect = meta.get("expect", "accept")
+    spec = meta["kernel"]["spec"]
+    base = {"op": meta["op"], "kernel": spec, "expect": expect}
+
+    # the operator, and the case held to it, before any array is decompressed
+    opspec = meta.get("operator") or meta["op"]
+    try:
+        op = operators.resolve(opspec)
+    except InvalidArgument as exc:
+        return corrupt(path, f"{cj}: its operator {opspec!r} cannot be found: {exc}", **base)
+    except (Exception, SystemExit) as exc:      # the case names a module whose import fails
+        what = f"SystemExit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
+        return corrupt(path, f"{cj}: importing its operator {opspec!r} raised {what}; fix the module or the "
+                              f"case's 'operator'.", **base)
+    if op.name != meta["op"]:
+        return corrupt(path, f"{cj}: records op {meta['op']!r}, but its operator {opspec!r} is {op.name!r}; the "
+                              f"case is corrupt.", **base)
+    params = dict(meta["params"])
+    try:
+        check_params(op.reference, params)
+    except InvalidArgument as exc:
+        return corrupt(path, f"{cj}: its params do not fit {op.name}: {exc}", **base)
+    takes = op.reference.input_names
+    if len(meta["inputs"]) != len(takes):
+        return corrupt(path, f"{cj}: records {len(meta['inputs'])} input(s), but {op.name} takes {len(takes)} "
+                              f"({', '.join(takes)}); the case is corrupt.", **base)
+    config = meta["kernel"].get("config") or {}
+    # what was found (main's saves record it; older cases are rejects): a kernel error, timeout
+    # or crash is saved without judged outputs
+    finding = meta.get("finding")
+    judged = finding is None or finding["status"] in JUDGED
+
     try:
         c = load(path)
     except InvalidArgument as exc:
-        return _corrupt(path, str(exc))
-    expect = c.meta.get("expect", "accept")
-    base = {"path": str(c.path), "op": c.op, "kernel": c.kernel_spec, "expect": expect}
+        return corrupt(path, str(exc), **base)
     try:
-        op = operators.resolve(c.meta.get("operator") or c.op)
+        chosen_backend = backends.select(backend or meta["backend"])
     except InvalidArgument as exc:
-        return _corrupt(path, f"its operator cannot be found: {exc}", **base)
-    try:
-        backend = backends.select(backend or ("gpu" if c.meta["backend"] == "gpu" else "interpreter"))
-    except InvalidArgument as exc:
-        return _corrupt(path, str(exc), **base)
-    dev = backend.device
+        return corrupt(path, f"{cj}: records backend {meta['backend']!r}, which cannot run here: {exc}", **base)
+    dev = chosen_backend.device
     inputs = tuple(t.to(dev) for t in c.inputs)
-    params = dict(c.meta["params"]) if isinstance(c.meta["params"], dict) else {}
     outs = tuple(t.to(dev) for t in c.outputs)
+
+    # the reference on the saved inputs before a kernel runs on them: inputs the reference
+    # cannot run on (labels out of range, shapes that do not fit) are a corrupt case
+    try:
+        ev = evaluate(op.reference, inputs, params, backend=chosen_backend, nonfinite="uncertified")
+    except InvalidArgument as exc:
+        return corrupt(path, f"{npz}: the saved inputs do not fit {op.name}: {exc}", **base)
+
     note, ran = "saved outputs re-judged", False
-    chosen = kernel if kernel is not None else (None if saved_outputs else c.kernel_spec)
+    chosen = kernel if kernel is not None else (None if saved_outputs else spec)
     if chosen is not None:
+        failure = None
         try:
             kfn, kname = resolve(op, chosen)
         except InvalidArgument as exc:
-            if kernel is not None or not outs:
-                return _corrupt(path, f"its kernel cannot be imported: {exc}", **base)
-            note = f"saved outputs re-judged: the kernel cannot be imported ({exc})"
+            failure = str(exc)
+        except (Exception, SystemExit) as exc:   # a registered kernel's module failing to import
+            failure = f"importing it raised {type(exc).__name__}: {exc}"
+        if failure is not None:
+            if kernel is not None:
+                return corrupt(path, f"the kernel {kernel!r} cannot be imported: {failure}", **base)
+            if not outs:
+                return corrupt(path, f"{cj}: the case saved no outputs and its kernel {spec!r} cannot be "
+                                      f"imported: {failure}", **base)
+            note = f"saved outputs re-judged: the kernel cannot be imported ({failure})"
         else:
-            finding = c.meta.get("finding") if isinstance(c.meta.get("finding"), dict) else {}
-            if isolate is None and finding.get("status") == "crash":
-                isolate = True
-            done = execute(kfn, inputs, params, (c.meta["kernel"].get("config") or {}), timeout=timeout, device=dev,
-                           isolate=isolate)
+            if isolate is None and finding is not None and finding["status"] == "crash":
+                isolate = True              # a crash would end this process
+            done = execute(kfn, inputs, params, config, timeout=timeout, device=dev, isolate=isolate)
             if not done.ok:
-                return {**base, "status": "reproduced", "passes": expect == "reject", "kernel_ran": True,
-                        "note": f"kernel {kname} re-run on {backend}: {done.status}: {done.error}",
-                        "backend": backend.name, "statuses": {}, "reproduced": True, "verdicts": {}}
-            outs, ran, note = done.outputs, True, f"kernel {kname} re-run on {backend}"
+                return {"path": str(c.path), **base, "status": "reproduced", "passes": expect == "reject", "kernel_ran": True,
+                        "note": f"kernel {kname} re-run on {chosen_backend}: {done.status}: {done.error}",
+                        "backend": chosen_backend.name, "statuses": {}, "reproduced": True, "verdicts": {}}
+            # one output comes back bare: a tensor's truth value is no test of "no outputs"
+            outs, ran, note = tuple(outputs_list(done.outputs)), True, f"kernel {kname} re-run on {chosen_backend}"
     if not outs:
-        return _corrupt(path, f"the case saved no outputs and its kernel {c.kernel_spec!r} was not run", **base)
+        what = "the case saved no outputs" if judged else \
+            f"the case is a {finding['status']} finding, saved without outputs,"
+        return corrupt(path, f"{cj}: {what} and its kernel {spec!r} was not run (saved outputs asked for); "
+                              f"replay it with its kernel.", **base)
     try:
-        verdicts = {m: check(op.reference, outs, inputs, params, mode=m, backend=backend)
-                    for m in ("statistical", "fixed")}
-    except Exception as exc:  # noqa: BLE001 - outputs that cannot be judged are what the case saved
+        verdicts = ev.judge(outs, MODES)
+    except Exception as exc:  # noqa: BLE001 - outputs that cannot be judged: the case's finding, or corrupt
+        if not ran and judged and isinstance(exc, InvalidArgument):
+            # a reject's saved outputs were judged when it was saved: now they do not fit, so the
+            # case is damaged (a kernel error's saved outputs are kept to meet its error again)
+            return corrupt(path, f"{npz}: the saved outputs do not fit {op.name}: {exc}", **base)
         why = str(exc) if isinstance(exc, InvalidArgument) else f"{type(exc).__name__}: {exc}"
-        return {**base, "status": "reproduced", "passes": expect == "reject", "kernel_ran": ran,
-                "note": f"{note}; outputs not judgeable: {why}", "backend": backend.name, "statuses": {},
+        return {"path": str(c.path), **base, "status": "reproduced", "passes": expect == "reject", "kernel_ran": ran,
+                "note": f"{note}; outputs not judgeable: {why}", "backend": chosen_backend.name, "statuses": {},
                 "reproduced": True, "verdicts": {}}
+    from ..config import settings
+    if ran and settings.default.plan_check:
+        from ..plan.assume import annotate
+        annotate(verdicts, op, kfn, inputs, params, kernel_kwargs=config)
     for v in verdicts.values():
         v.replay = str(c.path)
     now_cert = verdicts["fixed"].certificate.to_dict()
     reproduced = any(v.status == "reject" for v in verdicts.values())
-    return {**base, "status": "reproduced" if reproduced else "ok",
+    return {"path": str(c.path), **base, "status": "reproduced" if reproduced else "ok",
             "passes": (verdicts["fixed"].status == "reject") if expect == "reject" else not reproduced,
-            "kernel_ran": ran, "note": note, "backend": backend.name,
+            "kernel_ran": ran, "note": note, "backend": chosen_backend.name,
             "statuses": {m: v.status for m, v in verdicts.items()},
-            "saved_statuses": {m: c.meta["verdict"].get(m, {}).get("status") for m in verdicts},
+            "saved_statuses": {m: meta["verdict"].get(m, {}).get("status") for m in verdicts},
             "reproduced": reproduced,
-            "certificate_holds": now_cert["holds"], "certificate_same": now_cert == c.meta["certificate"],
+            "certificate_holds": now_cert["holds"], "certificate_same": now_cert == meta["certificate"],
             "verdicts": verdicts}
 
 
-def _corrupt(path, reason: str, **base) -> dict:
+def corrupt(path, reason: str, **base) -> dict:
+    """The result of a case that cannot be replayed (``reason`` names the file and the problem)."""
     return {"path": str(path), **base, "status": "corrupt", "passes": False, "reason": reason,
             "reproduced": False, "statuses": {}, "verdicts": {}, "kernel_ran": False}
 

@@ -42,6 +42,7 @@ import tempfile
 import threading
 import time
 
+from ..processes import child_environment, die_with_parent
 from .outcomes import Execution
 
 # set on a kernel to say how another process can make it (see the module docstring)
@@ -208,7 +209,7 @@ class _Zygote:
     def __init__(self, backend, values: dict):
         import socket
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = dict(os.environ, **backend.environment())
+        env = child_environment(dict(os.environ, **backend.environment()))
         env["PYTHONPATH"] = os.pathsep.join(p for p in [os.getcwd(), *sys.path] if p)
         cmd = [sys.executable, "-m", "numoracle.runner.worker", "zygote", str(theirs.fileno())]
         try:
@@ -475,29 +476,6 @@ atexit.register(close_all)
 
 
 # ---- the child's side -----------------------------------------------------------------------
-
-def die_with_parent() -> None:
-    """End this process when the one that started it ends, however it ends (kill -9 too):
-    the kernel's death signal on Linux, and a thread watching the parent's pid."""
-    parent = os.getppid()
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-            libc = ctypes.CDLL(None, use_errno=True)
-            PR_SET_PDEATHSIG = 1
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except Exception:  # noqa: BLE001 - the watching thread below still ends it
-            pass
-    if os.getppid() != parent:          # the parent died before the call above took effect
-        os._exit(1)
-
-    def watch():
-        while True:
-            time.sleep(1.0)
-            if os.getppid() != parent:
-                os._exit(1)
-    threading.Thread(target=watch, name="numoracle-parent-watch", daemon=True).start()
-
 
 def _origin(tb) -> str:
     """file:line where the exception was raised (the innermost frame)."""

@@ -6,7 +6,18 @@ profile bound — and returns concrete outputs in their storage formats.
 
 It is the "kernel" of numoracle's own soundness tests (a correct emulated
 kernel must never be rejected in fixed-input mode) and, with ``faults``, of
-its planted-fault tests.  Values are float64 tensors holding numbers exactly
+its planted-fault tests.
+
+Random choices make errors cancel, so they rarely come near the calculus's
+bounds.  The adversarial plan (``Plan.adversarial``) drives them there: every
+arithmetic rounding goes one way (``rounding="up"|"down"|"away"``: the neighbour
+in that direction wherever it is within u|x| of the exact value, which the
+standard model |delta| <= u that the calculus assumes admits; explicit casts
+and the final rounding of an output stay round-to-nearest, as the calculus's
+settled casts and rounding-interval check require), math calls return the
+farthest fp32 value their profile admits on one side (``math="directed"``), and
+sums run sequentially from the largest term down (``order="worst"``: every
+partial sum as large as it can be).  Values are float64 tensors holding numbers exactly
 representable in their format; fp32 arithmetic is computed in float64 and
 rounded once, which is exact round-to-nearest for + - * / because
 53 >= 2*24 + 2 (double rounding is innocuous).
@@ -29,6 +40,9 @@ from ..mathlib import load as load_profile
 Tensor = torch.Tensor
 
 FAULTS = ("truncating_store", "bf16_accumulation", "no_widening", "ulp_off_store")
+ROUNDINGS = ("nearest", "up", "down", "away")
+# functions whose values lie strictly inside (-1, 1) (calculus.functions strict_bound)
+_BELOW_ONE = ("sigmoid", "tanh", "erf")
 _EXACT = {"exp": torch.exp, "exp2": torch.exp2, "log": torch.log, "log2": torch.log2,
           "rsqrt": torch.rsqrt, "sqrt": torch.sqrt, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
           "erf": torch.erf, "sin": torch.sin, "cos": torch.cos}
@@ -38,17 +52,25 @@ _EXACT = {"exp": torch.exp, "exp2": torch.exp2, "log": torch.log, "log2": torch.
 class Plan:
     """The choices of one emulated execution."""
     seed: int = 0
-    order: str = "random"        # "random" | "sequential" | "tree" | "blocked"
+    order: str = "random"        # "random" | "sequential" | "tree" | "blocked" | "worst"
     fma: object = "random"       # True | False | "random"
-    math: str = "random"         # "random" | "extreme" | "exact"
+    math: str = "random"         # "random" | "extreme" | "exact" | "directed"
     profile: MathProfile | str = "interpreter"
     faults: tuple = ()
+    rounding: str = "nearest"    # "nearest" | "up" | "down" | "away" (arithmetic sites)
     gen: torch.Generator = field(default=None, repr=False)
+
+    @classmethod
+    def adversarial(cls, seed: int = 0, direction: str = "away", fma=False, **kw) -> "Plan":
+        """Every rounding and math error one way, sums in their worst order (module text)."""
+        return cls(seed=seed, order="worst", fma=fma, math="directed", rounding=direction, **kw)
 
     def __post_init__(self):
         bad = set(self.faults) - set(FAULTS)
         if bad:
             raise InvalidArgument(f"unknown fault(s) {sorted(bad)}; expected some of {FAULTS}.")
+        if self.rounding not in ROUNDINGS:
+            raise InvalidArgument(f"rounding={self.rounding!r}: expected one of {ROUNDINGS}.")
         if isinstance(self.profile, str):
             self.profile = load_profile(self.profile)
         self.gen = torch.Generator().manual_seed(self.seed)
@@ -62,12 +84,38 @@ class Plan:
         return torch.rand(shape, generator=self.gen, dtype=torch.float64)
 
 
+def _sign(plan: Plan, exact: Tensor) -> Tensor:
+    """+1 or -1 per element: the direction the plan pushes errors (away: with the sign)."""
+    if plan.rounding == "down":
+        return torch.full_like(exact, -1.0)
+    if plan.rounding == "away":
+        return torch.where(exact < 0, -1.0, 1.0).to(torch.float64)
+    return torch.full_like(exact, 1.0)
+
+
+def round_site(plan: Plan, exact: Tensor, fmt) -> Tensor:
+    """An arithmetic site's rounding: to nearest, or (a directed plan) to the neighbour in
+    the plan's direction where it is within u|x| of x and x is normal: the standard model
+    fl(x) = x(1 + delta), |delta| <= u, holds either way (below min_normal, where only the
+    absolute half-subnormal bound holds, to nearest)."""
+    rn = F.round(exact, fmt)
+    if plan.rounding == "nearest":
+        return rn
+    sign = _sign(plan, exact)
+    d = torch.where(sign > 0, F.round(exact, fmt, "up"), F.round(exact, fmt, "down"))
+    ok = torch.isfinite(d) & (exact.abs() >= fmt.min_normal) & ((d - exact).abs() <= fmt.u * exact.abs())
+    return torch.where(ok, d, rn)
+
+
 class Emulated:
-    __slots__ = ("v", "fmt", "plan", "prod", "pre")
+    __slots__ = ("v", "fmt", "plan", "prod", "pre", "site")
     __array_priority__ = 1000
 
-    def __init__(self, v, fmt, plan, prod=None, pre=None):
+    def __init__(self, v, fmt, plan, prod=None, pre=None, site=None):
         self.v, self.fmt, self.plan, self.prod, self.pre = v, fmt, plan, prod, pre
+        # site: "arith" where v is pre rounded at an arithmetic site (an output's store rounds
+        # to nearest), "cast" where an explicit cast rounded pre
+        self.site = site
 
     format = property(lambda self: self.fmt)
     shape = property(lambda self: tuple(self.v.shape))
@@ -77,7 +125,11 @@ class Emulated:
         return Emulated(v, fmt or self.fmt, self.plan, prod, pre)
 
     def _rounded(self, exact: Tensor, fmt, prod=None) -> "Emulated":
-        return Emulated(F.round(exact, fmt), fmt, self.plan, prod, pre=exact)
+        return Emulated(round_site(self.plan, exact, fmt), fmt, self.plan, prod, pre=exact, site="arith")
+
+    def _cast(self, exact: Tensor, fmt) -> "Emulated":
+        # an explicit cast rounds to nearest (Triton's casts; the calculus settles on that)
+        return Emulated(F.round(exact, fmt), fmt, self.plan, pre=exact, site="cast")
 
     def _coerce(self, o):
         if isinstance(o, Emulated):
@@ -97,7 +149,7 @@ class Emulated:
             return self
         if _subset(self.fmt, fmt):
             return self._wrap(self.v, fmt)
-        return self._rounded(self.v, fmt)
+        return self._cast(self.v, fmt)
 
     def _binary(self, o, op, reverse=False):
         y = self._coerce(o)
@@ -141,19 +193,35 @@ class Emulated:
     def squeeze(self, a): return self._wrap(self.v.squeeze(a))
 
 
-def _library(plan: Plan, exact: Tensor, call: str, x_abs) -> Tensor:
-    """An fp32 result within the profile's bound of the exact value."""
+def _library(plan: Plan, exact: Tensor, call: str, x_abs, name: str | None = None) -> Tensor:
+    """An fp32 result within the profile's bound of the exact value: k ulps of the exact
+    value's binade (for a function inside (-1, 1) under a profile measured so, of the binade
+    below 1), never farther, also where the result crosses into the binade above."""
     model = plan.profile.model(call)
     k = model.ulps(x_abs) if model.b else model.a
-    slack = torch.clamp(torch.as_tensor(k, dtype=torch.float64) - 0.5, min=0.0)
+    k = torch.as_tensor(k, dtype=torch.float64)
+    slack = torch.clamp(k - 0.5, min=0.0)
     if plan.math == "exact" or not bool((slack > 0).any()):
         return F.round(exact, F.fp32)
-    ulp = F.ulp(exact.abs(), F.fp32)
+    mag = exact.abs()
+    if name in _BELOW_ONE and plan.profile.units_below_one:
+        mag = mag.clamp(max=1.0 - 2.0 ** -24)
+    ulp = F.ulp(mag, F.fp32)
+    bound = k * ulp
+    if plan.math == "directed":
+        # the farthest fp32 value on the plan's side within the bound
+        sign = _sign(plan, exact)
+        b = bound * (1 - 2.0 ** -40)     # float64's rounding of exact -+ bound stays inside it
+        return torch.where(sign > 0, F.round(exact + b, F.fp32, "down"), F.round(exact - b, F.fp32, "up"))
     if plan.math == "extreme":
         r = torch.where(plan.uniform(exact.shape) < 0.5, -1.0, 1.0).to(torch.float64)
     else:
         r = 2 * plan.uniform(exact.shape) - 1
-    return F.round(exact + r * slack * ulp, F.fp32)
+    v = F.round(exact + r * slack * ulp, F.fp32)
+    # rounding the target can step past the bound where it crosses a binade: step back
+    over = (v - exact).abs() > bound
+    back = torch.where(v > exact, F.next_down(v, F.fp32), F.next_up(v, F.fp32))
+    return torch.where(over, back, v)
 
 
 def _widen(x: Emulated) -> Emulated:
@@ -177,7 +245,7 @@ def apply(x: Emulated, name: str, call: str) -> Emulated:
     if x.fmt in (F.bf16, F.fp16):
         return apply(_widen(x), name, call).to(x.fmt)
     exact = _EXACT[name](x.v)
-    return Emulated(_library(x.plan, exact, call, x.v.abs()), F.fp32, x.plan, pre=exact)
+    return Emulated(_library(x.plan, exact, call, x.v.abs(), name), F.fp32, x.plan, pre=exact)
 
 
 def div_rn(a, b):
@@ -193,10 +261,15 @@ def _reduce_rows(v: Tensor, fmt, order: str, plan: Plan) -> Tensor:
     n = v.shape[-1]
     if n == 0:
         return v.sum(-1)
+    if order == "worst":
+        # sequential from the largest magnitude down: each partial sum is as large as it
+        # gets, so one-way roundings add up to nearly u * sum_k |s_k|
+        v = torch.gather(v, -1, v.abs().argsort(dim=-1, descending=True))
+        order = "sequential"
     if order == "sequential":
         acc = v[:, 0]
         for j in range(1, n):
-            acc = F.round(acc + v[:, j], fmt)
+            acc = round_site(plan, acc + v[:, j], fmt)
         return acc
     if order == "tree":
         cur = v
@@ -204,7 +277,7 @@ def _reduce_rows(v: Tensor, fmt, order: str, plan: Plan) -> Tensor:
             m = cur.shape[-1]
             if m % 2:
                 cur = torch.cat([cur, torch.zeros_like(cur[:, :1])], dim=-1)
-            cur = F.round(cur[:, 0::2] + cur[:, 1::2], fmt)
+            cur = round_site(plan, cur[:, 0::2] + cur[:, 1::2], fmt)
         return cur[:, 0]
     # blocked, like Triton: each "thread" sums a contiguous chunk sequentially,
     # then the partial sums meet in a butterfly tree
@@ -214,7 +287,7 @@ def _reduce_rows(v: Tensor, fmt, order: str, plan: Plan) -> Tensor:
     w = w.reshape(v.shape[0], -1, chunk)
     acc = w[:, :, 0]
     for j in range(1, chunk):
-        acc = F.round(acc + w[:, :, j], fmt)
+        acc = round_site(plan, acc + w[:, :, j], fmt)
     return _reduce_rows(acc, fmt, "tree", plan)
 
 
@@ -223,6 +296,8 @@ def _choose_order(model, plan: Plan, n: int) -> str:
         return "sequential"
     if model == "tree":
         return "tree"
+    if plan.order == "worst" and n > 2048:
+        return "blocked"          # keeps the Python-level sequential loop short
     if plan.order != "random":
         return plan.order
     return ("sequential", "tree", "blocked")[plan.randint(3)] if n <= 512 else ("tree", "blocked")[plan.randint(2)]
@@ -292,6 +367,12 @@ def clamp(x, lo=None, hi=None):
     return x
 
 
+def full_like(x: Emulated, value, fmt=None):
+    fmt = x.fmt if fmt is None else _fmt_arg(fmt)
+    v = F.round(torch.full(x.v.shape, float(value), dtype=torch.float64, device=x.v.device), fmt)
+    return Emulated(v, fmt, x.plan)
+
+
 def gather(x: Emulated, index: Tensor, axis=-1):
     ax = axis % x.v.ndim
     idx = index.long()
@@ -322,16 +403,19 @@ def matmul(a: Emulated, b: Emulated, acc=None, order="any"):
     acc = _fmt_arg(acc) if acc is not None else F.fp32
     prods = a.v.unsqueeze(-1) * b.v.unsqueeze(0)            # [M, K, N], exact in float64
     if a.fmt.precision + b.fmt.precision > acc.precision:
-        prods = F.round(prods, acc)
+        prods = round_site(a.plan, prods, acc)
     p = Emulated(prods.movedim(-2, -1), acc, a.plan)         # [M, N, K]
     return sum(p, -1, False, order, acc)
 
 
 # ---- running a program
 
-def emulate(program, inputs, params=None, plan: Plan | None = None):
+def emulate(program, inputs, params=None, plan: Plan | None = None, *, before_store: bool = False):
     """Run ``program`` on ``inputs`` (torch tensors) as one concrete kernel would;
-    returns the outputs as torch tensors in their storage formats."""
+    returns the outputs as torch tensors in their storage formats.  ``before_store``: also
+    each output's value before its final rounding (float64; the stored value itself where
+    the output is not a rounding site), which must lie inside the fixed-input interval:
+    returns (outputs, values before the store)."""
     from ..verdict.evaluation import as_input as _as_input, outputs_list as _outputs_tuple
     plan = plan or Plan()
     args = []
@@ -339,15 +423,19 @@ def emulate(program, inputs, params=None, plan: Plan | None = None):
         v, fmt = _as_input(i, f"arg{i}", x)
         args.append(v if fmt is None else Emulated(v, fmt, plan))
     outs = _outputs_tuple(program.fn(*args, **dict(params or {})))
-    result = []
+    result, pres = [], []
     for o in outs:
         v = o.v
+        pres.append(o.pre if o.site else o.v)
+        if o.site == "arith" and plan.rounding != "nearest":
+            v = F.round(o.pre, o.fmt)        # the store rounds to nearest (rounding-interval check)
         if "truncating_store" in plan.faults and o.pre is not None:
             v = F.round(o.pre, o.fmt, mode="rtz")
         if "ulp_off_store" in plan.faults:
             v = F.next_up(v, o.fmt)
         result.append(F.encode(v, o.fmt))
-    return tuple(result) if len(result) > 1 else result[0]
+    out = tuple(result) if len(result) > 1 else result[0]
+    return (out, pres) if before_store else out
 
 
 def _register() -> None:

@@ -6,7 +6,8 @@
 - ``cases(op, ...)``: whole cases of an operator (:class:`Case`), structure
   drawn by Hypothesis, bulk filled from the seed;
 - ``fill``, ``FAMILIES``, ``GROUPS``, ``group``: the input families and the
-  named input-shift groups (``calibration`` first).
+  named input-shift groups (``calibration`` first); ``ADVERSARIAL_GROUPS``: groups
+  for soundness searches (subnormals, format boundaries, cancellation, ...).
 """
 
 from .cases import SPECIALS as SPECIALS
@@ -18,6 +19,7 @@ from .cases import sweep_cases as sweep_cases
 from .elements import bits as bits
 from .elements import floats as floats
 from .elements import values as values
+from ..families import ADVERSARIAL_GROUPS as ADVERSARIAL_GROUPS
 from ..families import FAMILIES as FAMILIES
 from ..families import GROUPS as GROUPS
 from ..families import Group as Group
@@ -25,4 +27,4 @@ from ..families import fill as fill
 from ..families import group as group
 
 __all__ = ["Case", "cases", "explicit_cases", "group_cases", "sweep_cases", "SPECIALS", "floats", "bits", "values",
-           "FAMILIES", "GROUPS", "Group", "fill", "group"]
+           "FAMILIES", "GROUPS", "ADVERSARIAL_GROUPS", "Group", "fill", "group"]

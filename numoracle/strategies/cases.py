@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from .. import formats as F
 from ..errors import InvalidArgument
 from ._lazy import Lazy
-from ..families import GROUPS
+from ..families import ALL_GROUPS, GROUPS
 
 # Special values injected into the main input (input 0), by name.  All finite:
 # numoracle's regions assume finite inputs (non-finite ones only make elements
@@ -159,7 +159,8 @@ def cases(op, *, formats=None, groups=None, rows=None, cols=None, max_rows=None,
     """Cases for operator ``op`` (a name or a registered Operator).
 
     ``formats``/``groups``: restrict the drawn formats (default ``op.domain.formats``)
-    and input-shift groups (default every group of ``strategies.GROUPS``).
+    and input-shift groups (default every group of ``strategies.GROUPS``; the soundness
+    search's ``ADVERSARIAL_GROUPS`` on request).
     ``rows``/``cols``: a fixed size or a (lo, hi) range inside ``op.domain``; ``max_rows``
     / ``max_cols`` cap the domain's range.  ``scale_exps``: (lo, hi) range of the
     power-of-two scale applied to input 0 (``(0, 0)`` for none).  ``specials``: the
@@ -188,10 +189,10 @@ def cases(op, *, formats=None, groups=None, rows=None, cols=None, max_rows=None,
             raise InvalidArgument(f"cases({o.name!r}, formats={formats!r}): {o.name} is defined on formats "
                                   f"{list(dom.formats)}; {bad or 'none'} given.")
         grps = tuple(groups) if groups is not None else tuple(GROUPS)
-        unknown = [g for g in grps if g not in GROUPS]
+        unknown = [g for g in grps if g not in ALL_GROUPS]
         if not grps or unknown:
             raise InvalidArgument(f"cases({o.name!r}, groups={groups!r}): unknown input-shift group(s) "
-                                  f"{unknown or 'none given'}; expected names from {sorted(GROUPS)}.")
+                                  f"{unknown or 'none given'}; expected names from {sorted(ALL_GROUPS)}.")
         m = dom.cols_multiple_of
         shape, bounds = {}, {}
         for arg, given, cap, (dlo, dhi) in (("rows", rows, max_rows, dom.rows), ("cols", cols, max_cols, dom.cols)):

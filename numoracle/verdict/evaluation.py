@@ -5,6 +5,7 @@ kernel; malformed arguments raise ``InvalidArgument``."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +14,7 @@ import torch
 from .. import formats as F
 from ..calculus import form as FM
 from ..calculus.tracked import Context, Tracked
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, LanguageMisuse
 from ..oracles import quantizer as QZ
 from .regions import Region, region_of
 
@@ -32,10 +33,51 @@ def as_input(i: int, name: str, x: Any):
             f"input {i} ({name}) is a {type(x).__name__}; expected a torch tensor (or a "
             f"(uint8 tensor, format) pair for e2m1/e8m0 raw bits). Convert it with torch.as_tensor "
             f"and give it the dtype the kernel reads.")
+    _check_tensor(f"input {i} ({name})", x)
+    if x.numel() == 0:
+        # an empty reduction has no value (mean of nothing): nothing to judge either
+        raise InvalidArgument(f"input {i} ({name}) has shape {tuple(x.shape)}: no elements; numoracle judges "
+                              f"cases of at least one row and one column. Give a non-empty case.")
     if x.dtype in (torch.int8, torch.int16, torch.int32, torch.int64, torch.bool) and fmt is None:
         return x, None
     fmt = fmt or F.of(x)
     return F.decode(x, fmt), fmt
+
+
+def _check_tensor(what: str, t: torch.Tensor) -> None:
+    """A tensor whose values can be read: not on the meta device (shapes without data)."""
+    if t.device.type == "meta":
+        raise InvalidArgument(f"{what} is on the meta device: a shape without values; expected a CPU or CUDA "
+                              f"tensor holding the values the kernel read or wrote.")
+
+
+def _described(names, inputs) -> str:
+    """'x bf16[2, 8], w int32[8]': what was given, for an error message."""
+    out = []
+    for name, x in zip(names, inputs):
+        if isinstance(x, tuple) and len(x) == 2 and isinstance(x[1], F.Format):
+            out.append(f"{name} {x[1]} raw bits{list(x[0].shape)}")
+        elif isinstance(x, torch.Tensor):
+            out.append(f"{name} {str(x.dtype).removeprefix('torch.')}{list(x.shape)} on {x.device}")
+        else:
+            out.append(f"{name} {type(x).__name__}")
+    return ", ".join(out)
+
+
+# what a reference program raises when its inputs are not the ones it was written for (an
+# integer tensor where a format is read, shapes that do not broadcast, an index out of range)
+_BAD_INPUT_ERRORS = (TypeError, ValueError, RuntimeError, IndexError, AttributeError, ZeroDivisionError,
+                     NotImplementedError)
+
+
+def check_params(program, params) -> None:
+    """``Reference.check_params``, and no NaN among the numbers (it would make every value it
+    touches NaN): what a verdict holds its parameters to."""
+    program.check_params(params)
+    for k, v in params.items():
+        if isinstance(v, float) and math.isnan(v):
+            raise InvalidArgument(f"parameter {k}=nan of {program.name}: expected a number; a NaN parameter makes "
+                                  f"every value it touches NaN.")
 
 
 def outputs_list(out) -> list:
@@ -86,9 +128,28 @@ def run_reference(program, inputs, params, profile, condensed=True, nonfinite="e
         args.append(Tracked(v, fmt, FM.Form(), ctx, taint=taint))
     if traced:
         policy = torch.stack(any_bad).any() if any_bad else None
-    if not traced:
-        program.check_params(params)
-    out = program.fn(*args, **params)
+        return outputs_list(program.fn(*args, **params)), ctx, policy
+    check_params(program, params)
+    devices = {x.device for x in (y[0] if isinstance(y, tuple) else y for y in inputs)}
+    if len(devices) > 1:
+        raise InvalidArgument(f"{program.name}'s inputs are on several devices ({_described(names, inputs)}); "
+                              f"put every input on the device the kernel ran on.")
+    try:
+        out = program.fn(*args, **params)
+    except LanguageMisuse:
+        raise                   # the program's own misuse of the language: its message names the fix
+    except _BAD_INPUT_ERRORS as exc:
+        detail = " ".join(str(exc).split())
+        detail = detail if len(detail) <= 200 else detail[:197] + "..."
+        ints = [n for n, a in zip(names, args) if not isinstance(a, Tracked)]
+        hint = (f"integer input(s) {', '.join(ints)} pass untracked, as labels do: one that holds values needs "
+                f"the kernel's floating-point dtype, one that holds labels or indices must hold valid ones; "
+                if ints else "")
+        raise InvalidArgument(
+            f"{program.name} cannot run on the inputs given ({_described(names, inputs)}; params {params!r}): "
+            f"{type(exc).__name__}: {detail}. Expected the inputs {program.name} is written for: {hint}every "
+            f"input that holds values needs a floating-point format, and the shapes must fit together. If they "
+            f"do, the program itself raised (the exception is chained).") from exc
     return outputs_list(out), ctx, policy
 
 
@@ -180,6 +241,8 @@ def decode_outputs(ev: Evaluation, kernel_outs) -> list:
             if not isinstance(y, torch.Tensor):
                 raise InvalidArgument(f"output {name} is a {type(y).__name__}; expected a torch tensor.")
             yfmt = fmt if y.dtype == torch.uint8 and fmt.torch_dtype is None else F.of(y)
+        if isinstance(y, torch.Tensor):
+            _check_tensor(f"output {name}", y)
         if yfmt is not fmt:
             raise InvalidArgument(
                 f"output {name} is {yfmt} but {program.name} stores it in {fmt}; check the kernel's "
@@ -213,4 +276,4 @@ class ReferenceRun:
 
 
 __all__ = ["NONFINITE_POLICIES", "NONFINITE_POLICY_TEXT", "Evaluation", "ReferenceRun", "Region",
-           "as_input", "decode_outputs", "evaluate", "output_names", "outputs_list", "run_reference"]
+           "as_input", "check_params", "decode_outputs", "evaluate", "output_names", "outputs_list", "run_reference"]

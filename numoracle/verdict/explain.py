@@ -100,6 +100,21 @@ def _row_ranges(v, idx: tuple) -> list:
     return out
 
 
+def uncertified_example(v) -> dict | None:
+    """The first uncertified element of a verdict, for a run's summary: its name and index and
+    the range of each input's row that holds it (``{"element": "y[2, 0]", "inputs":
+    ["x[2] in [-3.4e+38, 3.4e+38]", ...]}``), or None when every element is judged."""
+    for o in v.outputs:
+        flat = o.uncertified.reshape(-1)
+        if not bool(flat.any()):
+            continue
+        i = int(torch.nonzero(flat)[0])
+        idx = tuple(int(k) for k in torch.unravel_index(torch.tensor(i), o.uncertified.shape)) \
+            if o.uncertified.ndim else ()
+        return {"element": f"{o.name}[{', '.join(map(str, idx))}]", "inputs": _row_ranges(v, idx)}
+    return None
+
+
 def _uncertified_lines(v, o, i) -> list:
     """An uncertified element: not judged, and why (no accepted range: there is none)."""
     idx = tuple(int(k) for k in torch.unravel_index(torch.tensor(i), o.kernel.shape)) if o.kernel.ndim else ()

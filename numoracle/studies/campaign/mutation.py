@@ -98,7 +98,8 @@ def run_operator(name: str, *, backend: str, per_group: int, max_mutants: int, s
         out = os.path.join(tmp, "op.json")
         cmd = [sys.executable, "-m", "numoracle.studies.campaign.mutation", name, out, backend, str(per_group),
                str(max_mutants), str(seconds), dtype]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        from ...processes import child_environment
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=child_environment())
         if proc.returncode != 0 or not os.path.exists(out):
             return None, f"exit {proc.returncode}: " + ((proc.stderr.strip().splitlines() or [""])[-1])[:300]
         with open(out, encoding="utf-8") as fh:
@@ -164,6 +165,8 @@ def _write(path: str, data) -> None:
 
 def _child(argv) -> int:
     name, out, backend, per_group, max_mutants, seconds, dtype = argv
+    from ...processes import die_with_parent
+    die_with_parent()                      # a killed campaign leaves no mutation run behind
     from ...backends import select
     from ..mutation import run_campaign
     backend = select(backend).name

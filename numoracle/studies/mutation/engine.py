@@ -369,6 +369,7 @@ def run_campaign(op_name, *, backend="interpreter", dtype="bf16", groups=None, p
     backend = select(backend).name
     t0 = time.time()
     op = operators.resolve(op_name)
+    op_name = op.name            # a spec or an Operator object names it in ids and reports by its name
     baselines = CR.oracles_for(op, dtype=dtype, rows=rows, cols=cols, backend=backend, n_cal=n_cal,
                                k_ulp=k_ulp)
     oracles = ["numoracle"] + [b.name for b in baselines]

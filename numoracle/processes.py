@@ -1,0 +1,47 @@
+"""The processes numoracle starts (the kernel worker, the campaign's mutation child, the plan's
+compile helper, executor workers) end with the process that started them, however it ends:
+no kill -9 leaves one behind holding a GPU or a core (docs/design.md §9)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+PARENT_ENV = "NUMORACLE_PARENT_PID"
+
+
+def child_environment(env: dict | None = None) -> dict:
+    """``env`` (default: this process's) with this process's pid as the parent a child started
+    with it must die with (``die_with_parent``)."""
+    return {**(os.environ if env is None else env), PARENT_ENV: str(os.getpid())}
+
+
+def die_with_parent() -> None:
+    """End this process when the one that started it ends, however it ends (kill -9 too):
+    the kernel's death signal on Linux, and a thread watching the parent's pid.  A parent
+    that died while this process was still starting (imports take seconds) is caught by the
+    pid its starter put in the environment (``child_environment``)."""
+    parent = os.getppid()
+    expected = os.environ.pop(PARENT_ENV, "")      # for this process only, not for its own children
+    if expected.isdigit() and int(expected) != parent:
+        os._exit(1)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            PR_SET_PDEATHSIG = 1
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except Exception:  # noqa: BLE001 - the watching thread below still ends it
+            pass
+    if os.getppid() != parent:          # the parent died before the call above took effect
+        os._exit(1)
+
+    def watch():
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+    threading.Thread(target=watch, name="numoracle-parent-watch", daemon=True).start()

@@ -1,0 +1,147 @@
+"""Finite-range certificates at their limits (docs/design.md §4.6): each math function just
+inside and just outside its certified domain, and each kind of site just inside and just
+outside its format's range.  Outside, the element is uncertified (never judged); inside,
+certified and accepted."""
+import math
+
+import pytest
+import torch
+
+import numoracle as no
+from numoracle import backends
+from numoracle.check import check_modes
+from numoracle.formats import fp16, fp32
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _interp():
+    backends.select("interpreter")
+
+
+def _program(name):
+    fn = getattr(no, name)
+
+    @no.reference
+    def apply(x):
+        return fn(x)
+    apply.name = f"{name}_of"
+    return apply
+
+
+_REF = {"exp": torch.exp, "exp2": torch.exp2, "log": torch.log, "log2": torch.log2, "rsqrt": torch.rsqrt,
+        "sqrt": torch.sqrt, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "erf": torch.erf, "sin": torch.sin,
+        "cos": torch.cos, "reciprocal": torch.reciprocal}
+
+# (function, arguments certified, arguments outside the certified domain)
+LIMITS = [
+    ("exp", [88.7, -100.0, 0.0], [88.8, 1000.0]),
+    ("exp2", [127.9, -140.0], [128.0, 200.0]),
+    ("log", [1e-38, 3e38], [0.0, -1.0]),
+    ("log2", [1e-38, 2.0], [0.0, -2.0]),
+    ("rsqrt", [1e-38, 1e30], [0.0, -1.0]),
+    ("sqrt", [1e-30, 4.0], [-1e-30, -4.0]),
+    ("reciprocal", [1e-30, -1e-30], [0.0]),
+    ("sigmoid", [-88.7, 1e30], [-88.8, -1e4]),      # tl.sigmoid's exp(-x) overflows below -88.72
+    ("tanh", [-1e30, 1e30, 0.0], []),
+    ("erf", [-1e30, 1e30, 0.0], []),
+    ("sin", [1e5, -1e5], [1.1e5]),
+    ("cos", [1e5], [-1.1e5]),
+]
+
+
+@pytest.mark.parametrize("name,inside,outside", LIMITS, ids=[f[0] for f in LIMITS])
+def test_a_math_call_is_uncertified_exactly_outside_its_domain(name, inside, outside):
+    x = torch.tensor(inside + outside, dtype=torch.float32)
+    with torch.no_grad():
+        y = _REF[name](x.double()).float()
+    for mode, v in check_modes(_program(name), y, (x,)).items():
+        unc = v.outputs[0].uncertified
+        expected = torch.tensor([False] * len(inside) + [True] * len(outside))
+        assert torch.equal(unc, expected), (mode, name, unc, v.explain())
+        assert v.n_rejected == 0, v.explain()
+        if outside:
+            assert any(s.kind in ("domain", "range") for s in v.certificate.failing)
+
+
+def test_rsqrt_and_log_of_a_subnormal_leave_the_domain_under_a_flush_to_zero_profile():
+    x = torch.tensor([2.0 ** -130, 2.0 ** -120], dtype=torch.float32)
+    for name in ("rsqrt", "log"):
+        y = _REF[name](x.double()).float()
+        v = check_modes(_program(name), y, (x,), profile="h200")["fixed"]
+        assert v.outputs[0].uncertified.tolist() == [True, False], name
+        v = check_modes(_program(name), y, (x,), profile="interpreter")["fixed"]
+        assert v.outputs[0].uncertified.tolist() == [False, False], name
+
+
+@no.reference
+def square(x):
+    return x * x
+
+
+@no.reference
+def to_fp16(x):
+    return x.to(fp16)
+
+
+@no.reference
+def double(x):
+    return x * 2.0
+
+
+@no.reference
+def fp16_sum(x):
+    return no.sum(x, axis=-1)
+
+
+@no.reference
+def fp32_dot(a, b):
+    return no.matmul(a, b, acc=fp32)
+
+
+def _judged(program, y, *inputs):
+    return check_modes(program, y, inputs)
+
+
+def test_an_fp32_product_that_may_overflow_is_uncertified():
+    x = torch.tensor([1.8e19, 1.85e19], dtype=torch.float32)       # x*x: 3.24e38 (in range), 3.42e38
+    v = _judged(square, (x.double() ** 2).float(), x)["fixed"]
+    assert v.outputs[0].uncertified.tolist() == [False, True]
+
+
+def test_a_cast_that_may_overflow_is_uncertified():
+    x = torch.tensor([65504.0, 65520.0, 70000.0], dtype=torch.float32)  # fp16 max 65504; 65520 rounds to inf
+    y = x.to(torch.float16)
+    v = _judged(to_fp16, y, x)["fixed"]
+    assert v.outputs[0].uncertified.tolist() == [False, True, True]
+
+
+def test_an_exact_power_of_two_scaling_that_may_overflow_is_uncertified():
+    x = torch.tensor([1.7e38, 1.71e38], dtype=torch.float32)       # 2x: 3.4e38 in range, 3.42e38 not
+    v = _judged(double, (x.double() * 2).float(), x)["fixed"]
+    assert v.outputs[0].uncertified.tolist() == [False, True]
+
+
+def test_a_sum_whose_partial_sums_may_overflow_is_uncertified():
+    x = torch.tensor([[20000.0, 20000.0, -20000.0], [40000.0, 40000.0, -40000.0]], dtype=torch.float16)
+    v = _judged(fp16_sum, torch.tensor([20000.0, 40000.0], dtype=torch.float16), x)["fixed"]
+    # partial sums are bounded by the sum of magnitudes: 60000 stays below fp16's 65504; in the
+    # second row some order adds 40000 + 40000
+    assert v.outputs[0].uncertified.tolist() == [False, True]
+
+
+def test_a_dot_whose_partial_sums_may_overflow_is_uncertified():
+    a = torch.tensor([[1e38, 1e38, 1e38], [2e38, 2e38, 2e38]], dtype=torch.float32)
+    b = torch.tensor([[1.0], [1.0], [-1.0]], dtype=torch.float32)
+    # the second row's first two products add up past fp32's 3.4e38 in some order
+    v = _judged(fp32_dot, torch.tensor([[1e38], [2e38]], dtype=torch.float32), a, b)["fixed"]
+    assert v.outputs[0].uncertified.tolist() == [[False], [True]]
+
+
+def test_the_certificate_names_the_site_and_counts_its_violations():
+    x = torch.tensor([1.0, 89.0, 90.0, 2.0], dtype=torch.float32)
+    v = check_modes(_program("exp"), torch.exp(x.double()).float(), (x,))["fixed"]
+    failing = v.certificate.failing
+    assert len(failing) >= 1
+    site = failing[0]
+    assert "exp" in site.label and site.violations == 2 and site.elements == 4
+    assert math.isclose(site.worst, 90.0)

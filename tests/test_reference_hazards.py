@@ -1,0 +1,346 @@
+"""The reference language has no silent hazards (issue #30, item 5).
+
+Each test here failed on the code before this change: a tracked comparison used as a Python
+bool ran one branch for the whole tensor; Python's max(), sum(), float(), round() and the
+math module silently mis-handled tracked values or failed with Python's own TypeError;
+there was no ``**`` and no constant maker; ``torch.exp`` and ``dim=`` gave torch's and
+Python's own errors; ``no.where`` took the unselected branch's certificate taint where the
+condition was decided, and none of the condition's own."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import numoracle as no
+from numoracle.formats import bf16, fp32
+
+X = torch.tensor([[-3.0, -0.5, 0.0, 0.25, 1.0, 2.5, 3.0, 3.453125]], dtype=torch.float32)
+
+
+def evaluate(prog, *inputs):
+    return no.evaluate(prog, inputs, {})
+
+
+def statuses(prog, inputs, outputs):
+    return {m: v.status for m, v in evaluate(prog, *inputs).judge(outputs).items()}
+
+
+def raises(prog, *needles, exc=no.InvalidArgument):
+    with pytest.raises(exc) as e:
+        evaluate(prog, X)
+    for needle in needles:
+        assert needle in str(e.value), (needle, str(e.value))
+    return str(e.value)
+
+
+# ------------------------------------------------------------------- a tracked value as a bool
+
+def test_comparison_used_as_a_python_bool_raises_with_the_fix():
+    @no.reference
+    def relu_by_if(x):
+        if x > 0:                       # one branch for the whole tensor, before
+            return x
+        return x * 0.0
+    raises(relu_by_if, "Python bool", "no.where(x > 0, a, b)")
+
+
+def test_and_or_not_on_comparisons_raise():
+    @no.reference
+    def both(x):
+        return no.where((x > 0) and (x < 2), x, -x)
+    raises(both, "Python bool", "&, | and ~")
+
+    @no.reference
+    def combined(x):                    # the supported spelling still works
+        return no.where((x > 0) & (x < 2), x, -x)
+    assert statuses(combined, (X,), (torch.where((X > 0) & (X < 2), X, -X),)) == \
+        {"statistical": "accept", "fixed": "accept"}
+
+
+def test_tracked_value_used_as_a_python_bool_raises():
+    @no.reference
+    def truthy(x):
+        return x if x else -x
+    raises(truthy, "Python bool", "no.where")
+
+
+def test_equality_is_per_element_not_identity():
+    # before, x == 0 was Python's identity test: False for the whole tensor, silently
+    @no.reference
+    def zero_to_one(x):
+        return no.where(x == 0, x + 1.0, x)
+    expected = torch.where(X == 0, X + 1, X)
+    assert statuses(zero_to_one, (X,), (expected,)) == {"statistical": "accept", "fixed": "accept"}
+    assert statuses(zero_to_one, (X,), (X,))["fixed"] == "reject"
+
+    @no.reference
+    def branch_on_eq(x):
+        if x == 0:
+            return x
+        return -x
+    raises(branch_on_eq, "Python bool")
+
+
+# ------------------------------------------------------------------- builtins and the math module
+
+def test_python_max_min_of_a_tracked_value_raise_pointing_to_maximum():
+    @no.reference
+    def py_max(x):
+        return max(0.0, x)
+    raises(py_max, "max()", "no.maximum(x, 0.0)")
+
+    @no.reference
+    def py_min(x):
+        return min(x, 1.0)
+    raises(py_min, "min()", "no.minimum")
+
+
+def test_no_max_with_a_number_for_its_axis_points_to_maximum():
+    @no.reference
+    def reduce_by_mistake(x):
+        return no.max(x, 0.0)
+    raises(reduce_by_mistake, "axis", "no.maximum(x, 0.0)")
+
+
+def test_python_sum_and_iteration_raise_pointing_to_reductions():
+    @no.reference
+    def py_sum(x):
+        return sum(x)                   # looped over the first axis, before
+    raises(py_sum, "cannot be iterated", "no.sum(x, axis=...)")
+
+    @no.reference
+    def unpack(x):
+        a, = x
+        return a
+    raises(unpack, "cannot be iterated")
+
+
+@pytest.mark.parametrize("conv, needle", [
+    (float, "float()"), (int, "int()"), (round, "round()"), (math.exp, "math"), (math.sqrt, "math"),
+    (math.floor, "math.floor()"), (math.isfinite, "math"),
+])
+def test_python_numbers_and_math_functions_raise_pointing_to_no(conv, needle):
+    @no.reference
+    def prog(x):
+        return conv(x)
+    raises(prog, needle, "no.exp", "no.sqrt")
+
+
+def test_abs_is_modelled():
+    @no.reference
+    def prog(x):
+        return abs(x)
+    assert statuses(prog, (X,), (X.abs(),)) == {"statistical": "accept", "fixed": "accept"}
+
+
+# ------------------------------------------------------------------- torch-style misuse
+
+@pytest.mark.parametrize("fn, spelled", [
+    (torch.exp, "no.exp(x)"), (torch.sigmoid, "no.sigmoid(x)"), (torch.sqrt, "no.sqrt(x)"),
+    (lambda x: torch.sum(x, dim=-1), "no.sum(x, axis=-1"),
+    (lambda x: torch.where(x > 0, x, x), "no.where"), (lambda x: torch.maximum(x, x), "no.maximum"),
+    (lambda x: torch.softmax(x, -1), "no.exp(x - no.max"),
+])
+def test_torch_functions_on_tracked_values_point_to_no(fn, spelled):
+    @no.reference
+    def prog(x):
+        return fn(x)
+    raises(prog, "torch.", spelled)
+
+
+@pytest.mark.parametrize("call, spelled", [
+    (lambda x: x.exp(), "no.exp(x)"), (lambda x: x.sum(-1), "no.sum(x, axis=-1"),
+    (lambda x: x.clamp(min=0.0), "no.clamp"), (lambda x: x.item(), "has no Python number: return the value as an output"),
+    (lambda x: x.square(), "x * x"),
+])
+def test_torch_methods_on_tracked_values_point_to_no(call, spelled):
+    @no.reference
+    def prog(x):
+        return call(x)
+    raises(prog, "has no attribute", spelled, exc=AttributeError)
+
+
+@pytest.mark.parametrize("kw, needle", [({"dim": -1}, "dim= -> axis="), ({"keepdim": True}, "keepdim= -> keepdims="),
+                                        ({"dtype": torch.float32}, "acc=")])
+def test_torch_keywords_point_to_ours(kw, needle):
+    @no.reference
+    def prog(x):
+        return no.sum(x, **kw)
+    raises(prog, needle)
+
+
+def test_torch_style_casts_are_casts():
+    b = X.to(torch.bfloat16)
+
+    @no.reference
+    def by_float(x):
+        return (x.float() * 3.0).half().bfloat16()
+
+    @no.reference
+    def by_to(x):
+        return (x.to(fp32) * 3.0).to("fp16").to(bf16)
+    ra, rb = evaluate(by_float, b).regions[0], evaluate(by_to, b).regions[0]
+    assert ra.fmt is rb.fmt is bf16
+    assert torch.equal(ra.centre, rb.centre) and torch.equal(ra.fixed, rb.fixed)
+
+
+def test_a_tensor_operand_still_reaches_the_reflected_operator():
+    # torch's Tensor.__add__ consults __torch_function__; a runtime argument on the left must
+    # still reach Tracked.__radd__ (and be exact in its dtype)
+    n = torch.tensor(2.0, dtype=torch.float32)
+
+    @no.reference
+    def prog(x):
+        return n * x + n
+    assert statuses(prog, (X,), (2 * X + 2,)) == {"statistical": "accept", "fixed": "accept"}
+
+
+# ------------------------------------------------------------------- powers and constants
+
+def _regions_equal(p, q, *inputs):
+    a, b = evaluate(p, *inputs).regions[0], evaluate(q, *inputs).regions[0]
+    assert a.fmt is b.fmt
+    for k in ("centre", "fixed", "stat"):
+        assert torch.equal(getattr(a, k), getattr(b, k)), k
+
+
+def test_integer_powers_are_the_products_a_kernel_writes():
+    b = X.to(torch.bfloat16)
+
+    @no.reference
+    def sq(x):
+        return (x.to(fp32) ** 2).to(x.format)
+
+    @no.reference
+    def sq_by_product(x):
+        xf = x.to(fp32)
+        return (xf * xf).to(x.format)
+    _regions_equal(sq, sq_by_product, b)
+
+    @no.reference
+    def cube(x):
+        return x.to(fp32).pow(3.0)
+
+    @no.reference
+    def cube_by_product(x):
+        xf = x.to(fp32)
+        return xf * xf * xf
+    _regions_equal(cube, cube_by_product, b)
+    xf = b.float()
+    assert statuses(sq, (b,), ((xf * xf).to(torch.bfloat16),)) == {"statistical": "accept", "fixed": "accept"}
+
+    @no.reference
+    def zeroth(x):
+        return x ** 0
+    r = evaluate(zeroth, X).regions[0]
+    assert torch.equal(r.centre, torch.ones_like(X, dtype=torch.float64)) and not r.fixed.any()
+
+
+@pytest.mark.parametrize("expo, needle", [(0.5, "no.sqrt(x)"), (-1, "1.0 / x ** 1"), (2.5, "exp2")])
+def test_other_powers_raise_with_the_spelling(expo, needle):
+    @no.reference
+    def prog(x):
+        return x ** expo
+    raises(prog, needle)
+
+
+def test_a_tracked_exponent_points_to_exp2():
+    @no.reference
+    def prog(x):
+        return 2 ** x
+    raises(prog, "no.exp2(x)")
+
+
+def test_full_like_makes_a_rounded_exact_constant():
+    b = X.to(torch.bfloat16)
+
+    @no.reference
+    def plus_tenth(x):
+        c = no.full_like(x.to(fp32), 0.1)
+        assert c.shape == x.shape and c.format is fp32
+        return x.to(fp32) + c
+
+    tenth = torch.tensor(0.1, dtype=torch.float32)
+    good = b.float() + tenth
+    assert statuses(plus_tenth, (b,), (good,)) == {"statistical": "accept", "fixed": "accept"}
+
+    @no.reference
+    def tenth_alone(x):
+        return no.full_like(x, 0.1, fp32)
+    r = evaluate(tenth_alone, b).regions[0]
+    # the fp32 constant a kernel holds (tl.full), exactly: one value accepted per element
+    assert torch.equal(r.centre, torch.full(b.shape, float(tenth), dtype=torch.float64))
+    assert not r.fixed.any()
+    off = torch.nextafter(torch.full(b.shape, 0.1), torch.tensor(1.0))
+    assert statuses(tenth_alone, (b,), (off,))["fixed"] == "reject"
+
+    @no.reference
+    def zeros_ones(x):
+        return no.zeros_like(x) + no.ones_like(x, "bf16") * x
+    assert statuses(zeros_ones, (b,), (b,)) == {"statistical": "accept", "fixed": "accept"}
+
+
+def test_full_like_refuses_a_tensor_value():
+    @no.reference
+    def prog(x):
+        return no.full_like(x, torch.tensor(1.0))
+    raises(prog, "expected a Python number")
+
+
+# ------------------------------------------------------------------- where and taint
+
+def test_decided_where_does_not_take_the_unselected_branchs_taint():
+    # exp(100 x) overflows fp32 for x > 0.89, where x > 0 selects x: the kernel's tl.where
+    # discards the overflowed value; before, every such element came out uncertified
+    @no.reference
+    def guarded(x):
+        return no.where(x > 0, x, no.exp(100.0 * x))
+    kernel = torch.where(X > 0, X, torch.exp(100.0 * X))
+    assert statuses(guarded, (X,), (kernel,)) == {"statistical": "accept", "fixed": "accept"}
+    wrong = kernel.clone()
+    wrong[0, 6] = torch.nextafter(wrong[0, 6], torch.tensor(9.0))
+    assert statuses(guarded, (X,), (wrong,))["fixed"] == "reject"
+
+
+def test_where_stays_uncertified_where_the_selected_branch_overflows():
+    @no.reference
+    def selected_overflows(x):
+        return no.where(x > 0, no.exp(100.0 * x), x)
+    kernel = torch.where(X > 0, torch.exp(100.0 * X), X)
+    v = evaluate(selected_overflows, X).judge((kernel,))
+    assert {m: r.status for m, r in v.items()} == {"statistical": "uncertified", "fixed": "uncertified"}
+
+
+def test_undecided_where_takes_both_branches_taint():
+    # (3 x) / 3 compared with x: equal at the centre, the kernel's may differ either way
+    # (undecided wherever x != 0); the overflowing branch taints those elements
+    @no.reference
+    def undecided(x):
+        return no.where((x * 3.0) / 3.0 > x, no.exp(100.0 * x), x)
+    r = evaluate(undecided, X).regions[0]
+    overflow = (100.0 * X.double()).exp() > torch.finfo(torch.float32).max
+    assert r.taint is not None and bool(r.taint[overflow].all())
+
+
+def test_a_tainted_condition_leaves_the_element_uncertified():
+    # x * 1e38 overflows fp32 for the last element (3.453125e38): the kernel's product is
+    # inf and inf - 3.4e38 < 1e37 is False, while the centre (5.3e36 < 1e37) says True.
+    # Before, the condition's operands' taint was dropped and this kernel was rejected.
+    @no.reference
+    def compare_overflowed(x):
+        return no.where(x * 1e38 - 3.4e38 < 1e37, x, -x)
+    y = X * 1e38
+    assert torch.isinf(y[0, 7])
+    kernel = torch.where(y - 3.4e38 < 1e37, X, -X)
+    v = evaluate(compare_overflowed, X).judge((kernel,))
+    assert {m: r.status for m, r in v.items()} == {"statistical": "uncertified", "fixed": "uncertified"}
+    r = evaluate(compare_overflowed, X).regions[0]
+    # tainted exactly where the product or the difference leaves fp32's range (in float64)
+    big = torch.finfo(torch.float32).max
+    p64 = X.double() * float(torch.tensor(1e38, dtype=torch.float32))
+    leaves = (p64.abs() > big) | ((p64 - float(torch.tensor(3.4e38, dtype=torch.float32))).abs() > big)
+    assert leaves[0, 7] and not leaves[0, 2:7].any()
+    assert torch.equal(r.taint.expand(X.shape), leaves)
