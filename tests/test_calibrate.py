@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -128,10 +126,12 @@ def test_shipped_interpreter_profile_covers_a_fresh_measurement():
             assert not over.any(), (fn, call, float(err.max()), res.get("worst"))
 
 
-def test_cli_calibrate_help_and_bad_function():
-    out = subprocess.run([sys.executable, "-m", "numoracle", "calibrate", "--help"], capture_output=True,
-                         text=True)
-    assert out.returncode == 0 and "--backend" in out.stdout and "--samples" in out.stdout
+def test_cli_calibrate_help_and_bad_function(capsys):
+    # in process (tests/test_conventions.py runs python -m numoracle as a process once)
+    from numoracle.cli import main
+    assert main(["calibrate", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--backend" in out and "--samples" in out
     with pytest.raises(Exception, match="unknown"):
         C.calibrate("interpreter", ["expm1"], samples=100)
 

@@ -1,7 +1,11 @@
-"""The quick campaign: deterministic, small, and judged the way the full one is."""
+"""The quick campaign: deterministic, small, and judged the way the full one is (slow tier:
+minutes on two cores).  The default tier replays one change pair and checks the report's
+refusals and rendering."""
 import json
 
 import pytest
+
+from numoracle.studies.campaign import replays as RP
 
 from numoracle.studies.campaign import campaign
 from numoracle.studies.campaign import correct as C
@@ -19,6 +23,7 @@ def quick(tmp_path_factory):
     return out, data
 
 
+@pytest.mark.slow
 def test_no_false_alarm_on_correct_kernels_and_variants(quick):
     _, data = quick
     h = headline(data)
@@ -26,6 +31,7 @@ def test_no_false_alarm_on_correct_kernels_and_variants(quick):
     assert h["false_alarms_statistical"] == 0 and h["false_alarms_fixed"] == 0
 
 
+@pytest.mark.slow
 def test_change_pairs_exposed_and_controls_accepted(quick):
     _, data = quick
     rp = [r for r in data["replays"] if "skipped" not in r]
@@ -37,6 +43,7 @@ def test_change_pairs_exposed_and_controls_accepted(quick):
                for r in exposed)
 
 
+@pytest.mark.slow
 def test_mutation_stage_kills_without_false_alarms(quick):
     _, data = quick
     m = data["mutation"]
@@ -47,6 +54,7 @@ def test_mutation_stage_kills_without_false_alarms(quick):
     assert set(data["tuned_shift"]["rms_norm"]["groups"]) >= {"calibration", "shifted_mean", "scaled_up"}
 
 
+@pytest.mark.slow
 def test_resumes_without_recomputing(quick, monkeypatch):
     out, data = quick
     def boom(*a, **k):
@@ -57,12 +65,14 @@ def test_resumes_without_recomputing(quick, monkeypatch):
     assert again["correct"] == json.loads(json.dumps(data["correct"]))
 
 
+@pytest.mark.slow
 def test_a_different_campaign_in_the_same_directory_is_refused(quick):
     out, _ = quick
     with pytest.raises(InvalidArgument, match="holds a campaign"):
         campaign(out, backend="interpreter", size="quick", ops=["softmax"], stages=("correct",), log=lambda s: None)
 
 
+@pytest.mark.slow
 def test_report_has_every_section(quick):
     out, _ = quick
     html_path, md_path = write(out)
@@ -89,3 +99,14 @@ def test_report_refuses_what_is_not_a_campaign(tmp_path):
 def test_render_tolerates_skipped_stages():
     data = {"meta": {"backend": "interpreter"}, "correct": {"x/correct": {"skipped": "ImportError('liger')"}}}
     assert "skipped" in render_html(data) and "# numoracle campaign" in render_markdown(data)
+
+
+def test_one_change_pair_replays_its_fault_and_accepts_its_control():
+    """The replays stage on one pair (Liger's Llama RMSNorm multiplying x·rstd by w in fp32):
+    the faulty kernel is rejected, confirmed, with an explanation; the control never is."""
+    pair = next(p for p in RP.PAIRS if (p.operator, p.faulty) == ("rms_norm", "unrounded_multiply"))
+    r = RP.replay(pair, 1, "interpreter", "cpu")
+    assert r["cases"] == 1 and r["errors"] == 0, r.get("error_examples")
+    assert r["control_rejections"] == 0
+    assert r["faulty_rejected"] and r["passed"] and r["exposed_by"]
+    assert r["first_counterexample"]["explain"].startswith("Kernel output outside")

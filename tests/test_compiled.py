@@ -2,8 +2,15 @@
 calculus, compiled once per signature, eager whenever it cannot compile.
 
 The tests that compile graphs of their own (the quantizer, cross_entropy, a program
-with a graph break) are in the slow tier; the default tier compiles rms_norm's verdict
-and regions functions, which the FX graph cache then shares between tests."""
+with a graph break) are in the slow tier, and so are those that compile rms_norm's verdict
+again to follow one behaviour (the auto policy, holding, regions on demand and the switch
+to one function, every fallback after a failed or wrong compile): each compile is seconds
+of Dynamo tracing that no cache shares, since every plan gets a code object of its own.
+On a fresh machine every distinct graph is also a cold C++ compile (minutes on two
+loaded cores), so the default tier compiles one graph: the parity of compiled and eager
+verdicts of one rms_norm signature (check_modes) on three fault cases, which Inductor's
+graph cache then shares; with every test that compiles nothing.  The cast functions, the
+traced fingerprint and the flags-only verdict's regions are slow."""
 import math
 
 import pytest
@@ -83,6 +90,7 @@ def test_compiled_verdicts_equal_eager_ones(fresh, faults):
     assert vc["fixed"].to_dict() == ve["fixed"].to_dict()
 
 
+@pytest.mark.slow
 def test_compiled_bf16_rounding_is_exact():
     """Inductor keeps a fused bf16 cast in fp32 unless emulate_precision_casts is set: the
     compiled verdict compiles with it, so a compiled rounding equals the eager one."""
@@ -93,6 +101,7 @@ def test_compiled_bf16_rounding_is_exact():
     assert torch.equal(f(x), F.round(x, F.bf16))
 
 
+@pytest.mark.slow
 def test_compiled_fp8_and_directed_roundings_equal_the_grid_path():
     """The cast paths for fp8 (saturating, as the quantizer rounds) and for rounding float32 up
     and down, compiled as a verdict is, against the grid path run eagerly."""
@@ -120,6 +129,7 @@ def test_auto_keeps_small_signatures_eager(fresh):
     assert plan.elements < auto.compile_min_elements and not plan.ready and plan.fn is None
 
 
+@pytest.mark.slow
 def test_auto_compiles_a_signature_once_it_is_large_enough_and_repeated(fresh):
     """The auto policy's two numbers are settings: a signature of at least
     compile_min_elements outputs compiles after eager_calls eager verdicts."""
@@ -157,6 +167,7 @@ def test_a_failed_compile_is_judged_eagerly_with_one_warning(fresh, monkeypatch)
     check(op.reference, outs, inputs, params, settings=ALWAYS)      # no second warning: the plan stays eager
 
 
+@pytest.mark.slow
 def test_non_finite_inputs_under_a_compiled_signature(fresh):
     """Under nonfinite='uncertified' a compiled verdict is traced with sanitised inputs: a
     non-finite input makes what depends on it uncertified, compiled as eagerly; under 'error'
@@ -178,6 +189,7 @@ def test_non_finite_inputs_under_a_compiled_signature(fresh):
         check(op.reference, outs, bad, params, settings=ALWAYS)
 
 
+@pytest.mark.slow
 def test_an_uncertified_compiled_verdict_names_the_failing_site(fresh):
     """The compiled graph leaves the sites' statistics out; the certificate read from a
     compiled verdict (an eager run on the same inputs) is the eager one, failing site included."""
@@ -220,6 +232,7 @@ def test_compiled_quantizer_verdicts_equal_eager_ones(fresh, scale_factor):
     assert ve["statistical"].status == ("accept" if scale_factor == 1.0 else "reject")
 
 
+@pytest.mark.slow
 def test_masks_of_a_compiled_verdict_are_computed_when_asked_for(fresh):
     """The compiled function returns flags, not rejected masks: an accepted verdict's
     masks are all False without a pass over the outputs, a rejected one's are the eager ones."""
@@ -234,6 +247,7 @@ def test_masks_of_a_compiled_verdict_are_computed_when_asked_for(fresh):
     assert not bool(va.outputs[0].uncertified.any())
 
 
+@pytest.mark.slow
 def test_a_compiled_verdict_computes_no_region_until_one_is_needed(fresh):
     """The compiled function returns the flags alone; an accepted verdict's status,
     counts of zero and certificate need no region."""
@@ -248,6 +262,7 @@ def test_a_compiled_verdict_computes_no_region_until_one_is_needed(fresh):
     assert plan.region_calls == 1
 
 
+@pytest.mark.slow
 def test_regions_describe_the_call_even_when_the_caller_reuses_its_buffers(fresh):
     """A rejecting verdict keeps copies of what it judged: overwriting the inputs and the
     kernel's output afterwards changes neither its masks nor its explanation."""
@@ -262,6 +277,7 @@ def test_regions_describe_the_call_even_when_the_caller_reuses_its_buffers(fresh
     assert vc.explain() == want
 
 
+@pytest.mark.slow
 def test_an_accepted_verdict_holds_the_callers_tensors_and_says_when_they_changed(fresh):
     """No copy for a plain accept: its regions, kernel values and certificate come from the
     caller's tensors, equal to the eager verdict's while they are unchanged; overwritten, each
@@ -283,6 +299,7 @@ def test_an_accepted_verdict_holds_the_callers_tensors_and_says_when_they_change
         v.explain()
 
 
+@pytest.mark.slow
 def test_without_holding_an_accepted_verdict_keeps_copies(fresh):
     copying = no.settings(compile="always", hold_accepted=False)
     op, inputs, params, outs, ve, vc = _eager_and_compiled(settings=copying)
@@ -318,10 +335,15 @@ def test_fingerprints_change_with_any_one_value_or_a_swap():
         if r is not None and not torch.equal(r[0], r[1]):
             r[0], r[1] = r[1].clone(), r[0].clone()
             assert int(holding.fingerprint(u.view(dtype))) != want, dtype
-    x = base[torch.bfloat16]
+
+
+@pytest.mark.slow
+def test_the_traced_fingerprint_equals_the_eager_one():
+    x = torch.randn(3, 64).to(torch.bfloat16)
     assert int(torch.compile(holding.fingerprint, fullgraph=True)(x)) == int(holding.fingerprint(x))
 
 
+@pytest.mark.slow
 def test_regions_compile_once_needed_repeatedly_and_equal_eager_ones(fresh):
     """The first verdict needing its regions computes them eagerly (an explained reject
     costs no compile); from the next one on ('always') they come compiled, equal."""
@@ -334,6 +356,7 @@ def test_regions_compile_once_needed_repeatedly_and_equal_eager_ones(fresh):
     assert plan.region_calls == 2 and plan.regions_fn is not None and plan.region_failed is None
 
 
+@pytest.mark.slow
 def test_a_failed_regions_compile_falls_back_to_eager_regions(fresh, monkeypatch):
     op, inputs, params, outs = _case(faults=("truncating_store",))
     ve = check(op.reference, outs, inputs, params, settings=EAGER)
@@ -356,6 +379,7 @@ def test_a_failed_regions_compile_falls_back_to_eager_regions(fresh, monkeypatch
     assert _only_plan().region_failed.startswith("RuntimeError")
 
 
+@pytest.mark.slow
 def test_regions_whose_flags_disagree_with_the_verdict_raise(fresh, monkeypatch):
     """A region that would contradict the verdict it explains is a bug, said loudly."""
     op, inputs, params, outs = _case(faults=("truncating_store",))
@@ -377,6 +401,7 @@ def test_regions_whose_flags_disagree_with_the_verdict_raise(fresh, monkeypatch)
         v.outputs[0].rejected
 
 
+@pytest.mark.slow
 def test_a_graph_that_cannot_be_captured_leaves_the_compiled_verdict_running(fresh, monkeypatch):
     def refuse(fn, tensors):
         raise RuntimeError("operation not permitted when stream is capturing")
@@ -406,6 +431,7 @@ def _flip_rejected_flags(real):
     return miscompiled
 
 
+@pytest.mark.slow
 def test_a_miscompiled_verdict_is_caught_on_its_first_call_and_judged_eagerly(fresh, monkeypatch):
     """The first compiled call is compared with the same tensor code run eagerly: a compiler
     that gets a flag wrong leaves the signature eager, with a warning."""
@@ -559,6 +585,7 @@ def test_cross_entropy_mean_traces_whole_whatever_its_count(fresh, read_regions)
     assert plan.fn is not None and plan.failed is None and plan.whole is True
 
 
+@pytest.mark.slow
 def test_a_signature_whose_verdicts_all_need_their_regions_switches_to_one_function(fresh):
     """A fuzzing loop scores every case from its region: after a few verdicts the
     signature's compiled regions function becomes its verdict (one call, not two), and reading
@@ -573,6 +600,7 @@ def test_a_signature_whose_verdicts_all_need_their_regions_switches_to_one_funct
     assert plan.region_calls == REGIONS_WANTED
 
 
+@pytest.mark.slow
 def test_a_miscompiled_regions_function_is_caught_when_compiled_and_its_regions_come_eager(fresh, monkeypatch):
     """A flags-only verdict's first call compares its flags alone: the regions function, once
     compiled, is compared with the same code run eagerly, centres against their radii."""
@@ -597,6 +625,7 @@ def test_a_miscompiled_regions_function_is_caught_when_compiled_and_its_regions_
     assert _only_plan().region_failed is not None and _only_plan().regions_fn is None
 
 
+@pytest.mark.slow
 def test_a_signature_whose_verdicts_rarely_need_regions_keeps_the_flags_alone(fresh):
     op, inputs, params, outs, _, _ = _eager_and_compiled()
     plan = _only_plan()
@@ -607,6 +636,7 @@ def test_a_signature_whose_verdicts_rarely_need_regions_keeps_the_flags_alone(fr
     assert plan.region_calls == 3 and plan.regions_fn is not None and not plan.full
 
 
+@pytest.mark.slow
 def test_a_function_returning_regions_never_runs_as_a_cuda_graph(fresh, monkeypatch):
     """A replay overwrites a graph's outputs, so regions a verdict keeps must not come from
     one: the flags function runs as a graph, the regions function that replaces it does not."""
@@ -636,6 +666,7 @@ def test_centres_are_compared_against_their_radius_and_a_lost_rounding_still_sho
     assert compare.close(nan, nan.clone(), radius) and not compare.close(nan, a, radius)
 
 
+@pytest.mark.slow
 def test_the_first_call_check_waits_for_finite_inputs(fresh, monkeypatch):
     """A first compiled call with a non-finite input is judged eagerly (under 'error' it raises):
     only its non-finite flag is compared, and the full comparison comes with the first finite
@@ -654,6 +685,7 @@ def test_the_first_call_check_waits_for_finite_inputs(fresh, monkeypatch):
     assert plan.failed is not None
 
 
+@pytest.mark.slow
 def test_a_verdict_whose_unsanitised_code_fails_to_compile_is_compiled_sanitised(fresh, monkeypatch):
     """Inductor's Triton once failed on one unsanitised verdict kernel (rms_norm at 1e8 on the
     H200): the same verdict traced with sanitised inputs is compiled instead, not judged eagerly."""

@@ -1,7 +1,11 @@
 """The executor layer (issue 9): units merged once per id give the serial
 correct stage's exact result; a Dask LocalCluster of two CPU workers on the
 interpreter runs the stage, survives a worker killed mid-run (its units run
-again elsewhere, none lost, none counted twice) and reports its dashboard."""
+again elsewhere, none lost, none counted twice) and reports its dashboard.
+
+The cluster runs (a two-worker LocalCluster that interprets the kernels cold in each
+worker, a killed worker, the local pool's killed process) are the slow tier; the default
+tier keeps the unit and merge logic and starts one cluster (the GPU layout, no kernel)."""
 from __future__ import annotations
 
 import dataclasses
@@ -129,6 +133,7 @@ class KillOnce:
         return run_correct_unit(unit)
 
 
+@pytest.mark.slow
 def test_local_executor_reruns_the_units_of_a_dead_process(tmp_path, backend):
     """The local executor's process pool: the dead process's unit is run in a
     fresh process; each unit is delivered once."""
@@ -164,6 +169,7 @@ def client():
     cluster.close()
 
 
+@pytest.mark.slow
 @needs_dask
 def test_dask_correct_stage_equals_serial_and_reports_dashboard(client, serial, tmp_path, backend):
     data = {}
@@ -191,6 +197,7 @@ def test_dask_correct_stage_equals_serial_and_reports_dashboard(client, serial, 
         {k: _strip(v, EXACT) for k, v in res.items()}
 
 
+@pytest.mark.slow
 @needs_dask
 @pytest.mark.parametrize("allowed_failures", [None, 0])
 def test_dask_worker_killed_mid_run(client, serial, tmp_path, backend, allowed_failures):
@@ -224,6 +231,7 @@ def test_dask_worker_killed_mid_run(client, serial, tmp_path, backend, allowed_f
         assert ex["resubmitted"] >= 1
 
 
+@pytest.mark.slow
 @needs_dask
 def test_dask_fuzz_units_merge_and_stream_corpus(client, tmp_path, backend):
     """Fuzz units of a faulty kernel: statistics merged per group, the shrunk

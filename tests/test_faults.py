@@ -67,8 +67,11 @@ ROWS = [pytest.param(k, iso, id=f"{k}-{'worker' if iso else 'in-process'}",
 @pytest.mark.parametrize("kernel,isolate", ROWS)
 def test_every_failure_class_is_an_outcome_shrunk_saved_and_replayable(kernel, isolate, tmp_path):
     status, klass = CLASSES[kernel]
+    # the timeout is what a hang runs into; a kernel that does not hang gets one that a cold
+    # first call on a loaded two-core machine does not reach (a fresh CI once timed out the
+    # accepted first case of 'nan', 'wrong_shape' and 'segfault' at 1 s)
     res = fuzz("rms_norm", MOD + kernel, max_examples=2, seed=0, explicit=[_case(1, 8), _case(3, 12, 1)],
-               timeout=1.0, isolate=isolate, corpus=tmp_path, shrink_seconds=20,
+               timeout=1.0 if status == "timeout" else 60.0, isolate=isolate, corpus=tmp_path, shrink_seconds=20,
                strategy=cases("rms_norm", rows=(1, 3), cols=(4, 16), params={"casting": ("llama",), "offset": (0.0,)}))
     t = res.totals
     assert t.accept >= 1 and getattr(t, status) == 1, res.to_dict()["totals"]
@@ -157,7 +160,9 @@ def _no_orphans(mark, seconds=10.0):
     return _processes_marked(mark)
 
 
-@pytest.mark.parametrize("sig,code,reason", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+# each is a fuzz run in a subprocess with its zygote: SIGINT in the default tier, SIGTERM slow
+@pytest.mark.parametrize("sig,code,reason", [(signal.SIGINT, 130, "interrupted"),
+                                             pytest.param(signal.SIGTERM, 143, "terminated", marks=pytest.mark.slow)])
 def test_sigint_and_sigterm_end_a_run_with_its_summary_and_exit_code(sig, code, reason):
     mark = uuid.uuid4().hex
     p = _start_fuzz("python_hang", mark, "--examples", "1000", "--rows", "2")   # every case hangs

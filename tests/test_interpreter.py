@@ -711,6 +711,7 @@ def test_parity_kernel_on_repaired_interpreter():
     assert (fused != unfused).any()
 
 
+@pytest.mark.slow   # three subprocesses, each importing torch and interpreting the kernels cold
 def test_parity_script_save_and_compare(tmp_path):
     script = ROOT / "scripts" / "gpu_interpreter_parity.py"
     a, b = tmp_path / "a.npz", tmp_path / "b.npz"

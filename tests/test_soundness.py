@@ -2,8 +2,8 @@
 FMA on/off, math errors anywhere inside the profile bound) is never rejected
 in fixed-input mode, and the statistical mode stays within its budget.
 
-The example count scales with NUMORACLE_SOUNDNESS_EXAMPLES (per program);
-NUMORACLE_SOUNDNESS_EXAMPLES=2000 python -m pytest tests/test_soundness.py runs a large one."""
+The slow tier draws NUMORACLE_SOUNDNESS_EXAMPLES examples per program (60), the default tier 8;
+NUMORACLE_SOUNDNESS_EXAMPLES=2000 python -m pytest -m slow tests/test_soundness.py runs a large one."""
 
 import json
 import os
@@ -16,6 +16,11 @@ from numoracle.selftest.emulator import Plan
 from numoracle.selftest.programs import PROGRAMS, SOUNDNESS_FAMILIES, judge_emulated, make_inputs
 
 N = int(os.environ.get("NUMORACLE_SOUNDNESS_EXAMPLES", "60"))
+# the default tier draws a few examples per program (every program, family mix and plan
+# kind stays exercised); the slow tier the full N
+FAST_N = min(N, 8)
+SIZES = ([pytest.param(p, FAST_N, id=f"{p}-{FAST_N}") for p in sorted(PROGRAMS)]
+         + [pytest.param(p, N, id=f"{p}-{N}", marks=pytest.mark.slow) for p in sorted(PROGRAMS)])
 ZERO_MEAN_BREAKERS = ("constant_rows",)
 REPORT = os.environ.get("NUMORACLE_SOUNDNESS_REPORT")   # a JSON-lines file of every case
 
@@ -33,9 +38,9 @@ def cases(draw, program):
     return dtype, rows, cols, family, scale_exp, seed, plan
 
 
-@pytest.mark.parametrize("program", sorted(PROGRAMS))
-def test_emulated_correct_kernel_never_rejected_in_fixed_mode(program):
-    @settings(max_examples=N, deadline=None, derandomize=True,
+@pytest.mark.parametrize("program,n", SIZES)
+def test_emulated_correct_kernel_never_rejected_in_fixed_mode(program, n):
+    @settings(max_examples=n, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(cases(program))
     def prop(case):
