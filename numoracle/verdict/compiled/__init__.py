@@ -64,7 +64,7 @@ def _param_key(params: dict):
 def plan_for(program, inputs, outputs, params, prof, p, modes, nonfinite, settings):
     """The plan of this call's signature (counting the call), or None when the settings or
     the arguments keep it eager."""
-    if settings.compile == "never" or not modes or not can_compile():
+    if settings.compile == "never" or not modes:
         return None
     structs, tensors = [], []
     for x in list(inputs) + list(outputs):
@@ -80,6 +80,12 @@ def plan_for(program, inputs, outputs, params, prof, p, modes, nonfinite, settin
            tuple((s[0], None if s[1] is None else s[1].name) for s in structs),
            tuple(_tensor_key(t) for t in tensors), pk, settings)
     elements = sum(t.numel() for t in tensors[len(inputs):]) if tensors else 0
+    if settings.compile == "auto" and elements < settings.compile_min_elements:
+        # never compiled (``Plan.ready``): judged eagerly without a plan, so that a stream of
+        # small shapes neither keeps one plan per shape nor imports the compiler
+        return None
+    if not can_compile():
+        return None
     judged = sum(t.numel() for t in tensors)
     with _lock:
         plan = _plans.get(key)
