@@ -155,10 +155,10 @@ def child_one(op_name: str, reps: int) -> dict:
     return row
 
 
-def child_fuzz(op_name: str, seconds: float, seed: int) -> dict:
+def child_fuzz(op_name: str, seconds: float, seed: int, backend_name: str = "interpreter") -> dict:
     from numoracle import backends, operators
     from numoracle.runner import fuzz
-    backend = backends.select("interpreter")
+    backend = backends.select(backend_name)
     op = operators.get(op_name)
     t = time.perf_counter()
     res = fuzz(op, "correct", backend=backend, mode="statistical", max_examples=10 ** 9, seconds=seconds,
@@ -169,6 +169,57 @@ def child_fuzz(op_name: str, seconds: float, seed: int) -> dict:
            "cases_per_s": res.totals.cases / res.elapsed if res.elapsed else 0.0,
            "totals": res.totals.to_dict(), "breakdown": d.get("breakdown")}
     return row
+
+
+class _Stop(Exception):
+    pass
+
+
+def child_hypothesis_loop(op_name: str, backend_name: str, seconds: float, seed: int) -> dict:
+    """What the fuzz loop is compared with: a plain Hypothesis loop over the same cases
+    (``numoracle.strategies.cases``), the same kernel, a float64 reference and
+    ``assert_close`` (rms_norm's y against its float64 reference), cases/s."""
+    import torch
+    from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
+    from numoracle import backends, operators
+    from numoracle.runner.execute import call_kernel
+    from numoracle.runner.kernels import resolve
+    from numoracle.strategies import cases
+    sys.path.insert(0, HERE)
+    import run as B
+    backend = backends.select(backend_name)
+    device = backend.device
+    op = operators.get(op_name)
+    kfn, _ = resolve(op, "correct")
+    state = {"n": 0, "deadline": time.time() + seconds, "t0": None}
+
+    @hseed(seed)
+    @settings(max_examples=10 ** 9, deadline=None, database=None, suppress_health_check=list(HealthCheck),
+              phases=[Phase.generate])
+    @given(cases(op))
+    def loop(case):
+        if state["t0"] is None:
+            state["t0"] = time.perf_counter()
+        if time.time() > state["deadline"]:
+            raise _Stop
+        inputs, params = case.materialize(device, op)
+        outs = call_kernel(kfn, inputs, params, dict(case.config), device=device)
+        y = _flat(outs)[0]
+        ref = B._ref64(op_name, inputs, params) if op_name in B.OPS else None
+        if ref is not None and not isinstance(ref, tuple):
+            try:
+                torch.testing.assert_close(y.double(), ref, rtol=1.6e-2, atol=1e-5)
+            except AssertionError:
+                pass
+        state["n"] += 1
+    t = time.perf_counter()
+    try:
+        loop()
+    except _Stop:
+        pass
+    wall = time.perf_counter() - t
+    return {"op": op_name, "backend": backend_name, "cases": state["n"], "seconds": wall,
+            "cases_per_s": state["n"] / wall if wall else 0.0}
 
 
 def _child(path: str, what: str, *args) -> dict:
@@ -192,7 +243,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=5, help="best of this many at 10^6")
     ap.add_argument("--fuzz-seconds", type=float, default=20.0)
     ap.add_argument("--fuzz-op", default="rms_norm")
-    ap.add_argument("--skip", default="", help="comma-separated: stream, one, fuzz")
+    ap.add_argument("--fuzz-backend", default="interpreter", help="the fuzz measurement's backend (gpu on the H200)")
+    ap.add_argument("--skip", default="", help="comma-separated: stream, one, fuzz, loop")
     ap.add_argument("--out", default="")
     a = ap.parse_args(argv)
     sides = [s.split("=", 1) for s in a.side] or [["this", os.path.dirname(HERE)]]
@@ -244,9 +296,9 @@ def main(argv=None) -> int:
                           f"  ratio {r['ratio']:6.2f}  ({r['status']}, warm-up {r['warmup_s']:.1f} s)", flush=True)
                 save()
     if "fuzz" not in skip:
-        print(f"fuzz {a.fuzz_op} (interpreter, no shrinking, {a.fuzz_seconds:g} s)")
+        print(f"fuzz {a.fuzz_op} ({a.fuzz_backend}, no shrinking, {a.fuzz_seconds:g} s)")
         for name, path in sides:
-            r = _child(path, "fuzz", a.fuzz_op, a.fuzz_seconds, a.seed)
+            r = _child(path, "fuzz", a.fuzz_op, a.fuzz_seconds, a.seed, a.fuzz_backend)
             r["side"] = name
             result["fuzz"].append(r)
             if "error" in r:
@@ -255,6 +307,14 @@ def main(argv=None) -> int:
                 print(f"{name:8s} {r['cases']} cases, {r['cases_per_s']:.1f} cases/s; breakdown: "
                       f"{json.dumps(r['breakdown'])}", flush=True)
             save()
+    if "loop" not in skip:
+        r = _child(sides[0][1], "hypothesis_loop", a.fuzz_op, a.fuzz_backend, a.fuzz_seconds, a.seed)
+        result["loop"] = r
+        print(f"Hypothesis + assert_close loop, {a.fuzz_op} ({a.fuzz_backend}): "
+              f"{r.get('cases_per_s', float('nan')):.1f} cases/s {r.get('error', '')}", flush=True)
+        for f in result["fuzz"]:
+            if "cases_per_s" in f and r.get("cases_per_s"):
+                f["over_loop"] = f["cases_per_s"] / r["cases_per_s"]
     save()
     return 0
 

@@ -80,12 +80,6 @@ def plan_for(program, inputs, outputs, params, prof, p, modes, nonfinite, settin
            tuple((s[0], None if s[1] is None else s[1].name) for s in structs),
            tuple(_tensor_key(t) for t in tensors), pk, settings)
     elements = sum(t.numel() for t in tensors[len(inputs):]) if tensors else 0
-    if settings.compile == "auto" and elements < settings.compile_min_elements:
-        # never compiled (``Plan.ready``): judged eagerly without a plan, so that a stream of
-        # small shapes neither keeps one plan per shape nor imports the compiler
-        return None
-    if not can_compile():
-        return None
     judged = sum(t.numel() for t in tensors)
     with _lock:
         plan = _plans.get(key)
@@ -94,6 +88,11 @@ def plan_for(program, inputs, outputs, params, prof, p, modes, nonfinite, settin
                                       len(inputs), elements, settings,
                                       tensors[0].device.type if tensors else "cpu", judged)
         plan.calls += 1
+    # whether torch.compile can be used is asked only of a plan about to compile: importing
+    # Inductor (and Dynamo, sympy) costs seconds, which a process whose signatures stay eager
+    # (compile='auto' below compile_min_elements: a stream of small shapes) never pays
+    if plan.ready and not can_compile():
+        return None
     return plan
 
 
