@@ -149,6 +149,8 @@ def child_one(op_name: str, reps: int) -> dict:
         verdict()
     row["warmup_s"] = time.perf_counter() - t
     row["status"] = verdict().status
+    from numoracle.verdict import compiled
+    row["compiled"] = any(p.fn is not None and p.failed is None for p in compiled.plans())
     row["ref64_s"] = B._time(lambda: B._ref64(op_name, inputs, params), "cpu", reps)
     row["verdict_s"] = B._time(verdict, "cpu", reps)
     row["ratio"] = row["verdict_s"] / row["ref64_s"]

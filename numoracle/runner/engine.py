@@ -24,6 +24,7 @@ import time
 
 from hypothesis import HealthCheck, Phase, given, seed as hseed, settings, target
 from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.reporting import with_reporter
 
 from .. import backends
 from ..strategies.cases import cases as cases_strategy
@@ -78,6 +79,10 @@ class Progress:
 
 def _interrupt_reason(exc: BaseException) -> str:
     return "terminated" if isinstance(exc, UserInterrupt) and exc.signum == signal.SIGTERM else "interrupted"
+
+
+def _to_stderr(value) -> None:
+    print(value, file=sys.stderr)
 
 
 def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max_examples=100,
@@ -202,7 +207,10 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
     found = None
     clock["last"] = time.perf_counter()
     try:
-        test()
+        # Hypothesis's own reports (a seed to reproduce a run that stopped early) go to stderr:
+        # stdout is the caller's (``numoracle fuzz --json`` prints one JSON document there)
+        with with_reporter(_to_stderr):
+            test()
         result.exit_reason = "examples exhausted"
     except _Counterexample as exc:
         found = exc.outcome
