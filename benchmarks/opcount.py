@@ -49,28 +49,27 @@ class _Counter(TorchDispatchMode):
 def count(op_name: str, rows: int, device: str, full: bool) -> _Counter:
     """The counter after one run of the verdict's tensor code for op_name at
     rows x benchmarks.run.COLS elements (``full``: the regions function)."""
-    from numoracle import compiled
+    from numoracle.verdict import compiled
+    from numoracle.verdict.compiled.plan import struct
     from numoracle.check import check
-    old = os.environ.get("NUMORACLE_COMPILE")
-    os.environ["NUMORACLE_COMPILE"] = "always"
+    from numoracle import settings
     try:
+        settings.register_profile("opcount", compile="always")
+        settings.load_profile("opcount")
         compiled.clear()
         op, inputs, params, outs = B.setup(op_name, rows * B.COLS, device)
         check(op.reference, outs, inputs, params).status          # eager: the plan learns its sites
-        plan = next(iter(compiled._plans.values()))
+        plan = compiled.plans()[0]
         tensors = []
         for x in list(inputs) + list(outs if isinstance(outs, (tuple, list)) else [outs]):
-            tensors += compiled._struct(x)[1]
+            tensors += struct(x)[1]
         counter = _Counter(inputs[0].numel())
         with counter:
             plan._function(full)(*tensors)
         return counter
     finally:
         compiled.clear()
-        if old is None:
-            os.environ.pop("NUMORACLE_COMPILE", None)
-        else:
-            os.environ["NUMORACLE_COMPILE"] = old
+        settings.load_profile("default")
 
 
 def main(argv=None) -> int:

@@ -20,9 +20,11 @@ import run as B  # noqa: E402
 
 
 def measure(op_name: str, n: int, device: str, reps: int, profile_to: str = "") -> dict:
-    from numoracle import compiled
+    from numoracle.verdict import compiled
     from numoracle.check import check
-    os.environ["NUMORACLE_COMPILE"] = "always"
+    from numoracle import settings
+    settings.register_profile("bench", compile="always")
+    settings.load_profile("bench")
     compiled.clear()
     op, inputs, params, outs = B.setup(op_name, n, device)
 
@@ -30,7 +32,7 @@ def measure(op_name: str, n: int, device: str, reps: int, profile_to: str = "") 
         return check(op.reference, outs, inputs, params, mode="statistical")
     for _ in range(3):
         verdict()
-    plans = list(compiled._plans.values())
+    plans = compiled.plans()
     row = {"op": op_name, "n": n, "elements": inputs[0].numel(),
            "compiled": all(p.fn is not None and p.failed is None for p in plans)}
     row["ref64_s"] = B._time(lambda: B._ref64(op_name, inputs, params), device, reps)

@@ -24,7 +24,9 @@ def main(argv=None) -> int:
     ap.add_argument("--policy", default="always", choices=("always", "never"))
     ap.add_argument("--rows", type=int, default=25)
     a = ap.parse_args(argv)
-    os.environ["NUMORACLE_COMPILE"] = a.policy
+    from numoracle import settings
+    settings.register_profile("bench", compile=a.policy)
+    settings.load_profile("bench")
     from numoracle.check import check
     op, inputs, params, outs = B.setup(a.op, int(a.n), a.device)
     for _ in range(3):

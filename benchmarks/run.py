@@ -96,7 +96,7 @@ def setup(op_name: str, n: int, device: str):
 def traffic_bytes(inputs, outs) -> int:
     """The tensor traffic a compiled verdict cannot avoid: read the inputs and the
     kernel's outputs once.  (An accepted verdict holds them, with fingerprints,
-    instead of copying them: ``compiled.HOLD_ACCEPTED``.  Results from before it
+    instead of copying them (settings field ``hold_accepted``).  Results from before it
     counted that copy too: three times the bytes.)"""
     outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
     t = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
@@ -126,15 +126,9 @@ def _time(f, device, reps=3, wait=True):
 
 def _with_policy(policy, f):
     def g():
-        old = os.environ.get("NUMORACLE_COMPILE")
-        os.environ["NUMORACLE_COMPILE"] = policy
-        try:
+        from numoracle import settings
+        with settings(compile=policy):
             return f()
-        finally:
-            if old is None:
-                del os.environ["NUMORACLE_COMPILE"]
-            else:
-                os.environ["NUMORACLE_COMPILE"] = old
     return g
 
 
@@ -164,7 +158,7 @@ def measure(op_name: str, n: int, device: str) -> dict:
     acts = actions(op, inputs, params, outs)
     elements = inputs[0].numel()
     row = {"op": op_name, "n": n, "elements": elements}
-    from numoracle import compiled
+    from numoracle.verdict import compiled
     compiled.clear()
     if device == "cuda":
         torch.cuda.synchronize()
@@ -179,7 +173,7 @@ def measure(op_name: str, n: int, device: str) -> dict:
         # what the compiled verdict holds between calls: a CUDA graph's buffers and its copy of
         # the tensors (the peak below counts only what one call allocates on top)
         row["verdict_held_bytes"] = torch.cuda.memory_allocated() - before
-    row["compiled"] = all(p.fn is not None and p.failed is None for p in compiled._plans.values())
+    row["compiled"] = all(p.fn is not None and p.failed is None for p in compiled.plans())
     for k in ("ref64", "verdict", "verdict_eager"):
         if device == "cuda":
             torch.cuda.synchronize()

@@ -19,16 +19,20 @@ class Assumptions:
     inputs: str = "inputs finite"
     implementation: tuple = field(default=(
         "the kernel follows the annotated formats, order models and math calls",))
+    # the static check of that last assumption (numoracle.plan.assumption), when it was made:
+    # settings.plan_check and a verdict that knows its kernel (docs/plan.md)
+    plan: str | None = None
 
     def lines(self) -> list[str]:
         return [f"backend: {self.backend} (math profile {self.math_profile})", f"rounding: {self.rounding}",
                 f"fma: {self.fma}", f"ftz: {self.ftz}", f"domain: {self.inputs}",
-                *(f"implementation: {x}" for x in self.implementation)]
+                *(f"implementation: {x}" for x in self.implementation),
+                *([f"plan: {self.plan}"] if self.plan else [])]
 
     def to_dict(self) -> dict:
         return {"backend": self.backend, "math_profile": self.math_profile, "rounding": self.rounding,
                 "fma": self.fma, "ftz": self.ftz, "inputs": self.inputs,
-                "implementation": list(self.implementation)}
+                "implementation": list(self.implementation), "plan": self.plan}
 
 
 DEFAULT_PROFILE = {"interpreter": "interpreter", "gpu": "h200"}

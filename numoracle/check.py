@@ -61,19 +61,31 @@ def evaluate(program, inputs, params=None, *, backend="interpreter", profile=Non
 
 
 def check(program, outputs, inputs, params=None, *, mode="statistical", backend="interpreter",
-          p=None, profile=None, nonfinite=None, confirm=True, settings=None) -> Verdict:
+          p=None, profile=None, nonfinite=None, confirm=True, settings=None, kernel=None) -> Verdict:
     """Judge kernel ``outputs`` against ``program`` on ``inputs``.  Never raises on a bad
     kernel: the verdict says accept, reject or uncertified.  ``p`` and ``nonfinite``
-    default to the settings' (``numoracle.settings``)."""
+    default to the settings' (``numoracle.settings``).  ``kernel``: the launcher that made
+    ``outputs`` (``kernel(*inputs, **params)``); with ``settings.plan_check`` on, the
+    verdict's assumptions carry its plan check (``numoracle.plan.assumption``, once per input
+    signature; docs/plan.md)."""
     return check_modes(program, outputs, inputs, params, modes=(mode,), backend=backend, p=p,
-                       profile=profile, nonfinite=nonfinite, confirm=confirm, settings=settings)[mode]
+                       profile=profile, nonfinite=nonfinite, confirm=confirm, settings=settings,
+                       kernel=kernel)[mode]
 
 
 def check_modes(program, outputs, inputs, params=None, *, modes=MODES, backend="interpreter",
-                p=None, profile=None, nonfinite=None, confirm=True, settings=None) -> dict:
+                p=None, profile=None, nonfinite=None, confirm=True, settings=None, kernel=None) -> dict:
     """``check`` in several modes from one run of the reference program (the regions are the
     same; only the radius used differs): mode -> Verdict."""
     s, p, nonfinite = _options(settings, p, nonfinite)
+    result = _check_modes(program, outputs, inputs, params, modes, backend, p, profile, nonfinite, confirm, s)
+    if kernel is not None and s.plan_check:
+        from .plan.assume import annotate
+        annotate(result, _program(program), kernel, _inputs(inputs), params)
+    return result
+
+
+def _check_modes(program, outputs, inputs, params, modes, backend, p, profile, nonfinite, confirm, s) -> dict:
     program = _program(program)
     modes = tuple(modes)
     for m in modes or (None,):

@@ -153,6 +153,13 @@ FIELDS = (
           "past it is a timeout outcome (in the worker process it is killed; in-process the alarm interrupts "
           "Python code only); 0 for none",
           _seconds("kernel_timeout")),
+    Field("plan_check", False,
+          "a verdict that knows its kernel (the runner's cases; no.check(..., kernel=launcher)) carries the "
+          "plan check's line in its assumptions (numoracle.plan.assumption: the kernel's precision plan read "
+          "from its compiled Triton IR and checked against the reference, once per kernel, input signature "
+          "and parameters, 0.1-1.5 s each, about 5 s more for the first in a process in interpreter mode); "
+          "off by default: a fuzz run that draws many shapes would pay it for each",
+          _flag("plan_check"), env="NUMORACLE_PLAN_CHECK"),
     Field("autotune_config", None,
           "which config an autotuned kernel runs on the interpreter backend (no benchmarking there): an index "
           "('1') or keyword values ('BLOCK_SIZE=128,num_warps=4'); None for the first",

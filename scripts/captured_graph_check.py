@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compiled verdicts replayed as a CUDA graph (``compiled._Captured``) on changing outputs:
+"""Compiled verdicts replayed as a CUDA graph (``numoracle.verdict.compiled.graphs.Captured``) on changing outputs:
 per operator, one signature judges its correct kernel's outputs and each faulty kernel's,
 interleaved and twice over, eagerly and compiled (``always``, the plan never cleared, so
 every call after the first two replays the graph captured on the first outputs).  Every
@@ -10,13 +10,13 @@ status and rejected mask must equal the eager one.
 Exit status 1 when any differs."""
 import argparse
 import json
-import os
 import sys
 import time
 
 import torch
 
-from numoracle import backends, compiled, operators
+from numoracle import backends, operators, settings
+from numoracle.verdict import compiled
 from numoracle.check import check
 
 OPS = ("rms_norm", "layer_norm", "softmax", "cross_entropy", "per_token_group_quant_fp8")
@@ -42,21 +42,20 @@ def main(argv=None) -> int:
         got = {}
         for policy in ("never", "always"):
             compiled.clear()
-            os.environ["NUMORACLE_COMPILE"] = policy
             t = time.perf_counter()
             got[policy] = []
             for k, y in order:
-                v = check(op.reference, y, inputs, params, backend="gpu")
+                v = check(op.reference, y, inputs, params, backend="gpu", settings=settings(compile=policy))
                 got[policy].append((k, v.status, [o.rejected.cpu().clone() for o in v.outputs]))
             torch.cuda.synchronize()
             got[policy + "_s"] = time.perf_counter() - t
-        plans = list(compiled._plans.values())
+        plans = compiled.plans()
         same = [a_[1] == b_[1] and all(torch.equal(x, y) for x, y in zip(a_[2], b_[2]))
                 for a_, b_ in zip(got["never"], got["always"])]
         bad += not all(same)
         report[name] = {"cases": [(k, s) for k, s, _ in got["never"]], "same": all(same),
                         "differing": [i for i, s in enumerate(same) if not s],
-                        "captured": [type(p.fn).__name__ == "_Captured" for p in plans],
+                        "captured": [type(p.fn).__name__ == "Captured" for p in plans],
                         "failed": [p.failed for p in plans], "eager_s": got["never_s"],
                         "compiled_s": got["always_s"]}
         print(name, "same" if all(same) else "DIFFERENT", report[name]["captured"], report[name]["failed"],

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Compiled and eager verdicts side by side (numoracle.compiled).
+"""Compiled and eager verdicts side by side (numoracle.verdict.compiled).
 
 For each operator and each kernel (on a GPU: its correct kernel, its
 behaviour-preserving variants and its faulty kernels; on the CPU: emulator
 runs, correct and with planted faults), judge the same outputs eagerly
-(NUMORACLE_COMPILE=never) and compiled (always), in both modes, and report:
+(settings compile='never') and compiled ('always'), in both modes, and report:
 whether the statuses and the rejected / uncertified masks are equal, the
 largest difference of centres and radii relative to |centre| + radius (the
 two are float64 evaluations in different orders: a few units of 2**-53 are
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 
@@ -47,9 +46,9 @@ def _kernels(op, backend):
 
 def _judge(op, outs, inputs, params, policy, backend):
     from numoracle.check import check_modes
-    os.environ["NUMORACLE_COMPILE"] = policy
+    from numoracle import settings
     t = time.perf_counter()
-    v = check_modes(op.reference, outs, inputs, params, backend=backend)
+    v = check_modes(op.reference, outs, inputs, params, backend=backend, settings=settings(compile=policy))
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     return v, time.perf_counter() - t
@@ -88,14 +87,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="")
     ap.add_argument("--regions", action="store_true",
                     help="also compare verdicts whose regions come from the compiled regions function")
-    ap.add_argument("--quantizer-devices", default="",
-                    help="device types to add to compiled.QUANTIZER_DEVICES (e.g. cuda), to check them")
-    ap.add_argument("--flags-only-devices", default="",
-                    help="device types to add to compiled.FLAGS_ONLY_DEVICES (e.g. cpu), to check that path here")
     a = ap.parse_args(argv)
-    from numoracle import backends, compiled, operators
-    compiled.QUANTIZER_DEVICES.update(d for d in a.quantizer_devices.split(",") if d)
-    compiled.FLAGS_ONLY_DEVICES.update(d for d in a.flags_only_devices.split(",") if d)
+    from numoracle import backends, operators
+    from numoracle.verdict import compiled
+    from numoracle.verdict.compiled.plan import REGIONS_WANTED
     if a.backend == "gpu":
         backends.select("gpu")
     rows, bad = [], 0
@@ -112,7 +107,7 @@ def main(argv=None) -> int:
                 _judge(op, outs, inputs, params, "always", a.backend)       # eager: learns the sites
                 _, tcomp = _judge(op, outs, inputs, params, "always", a.backend)
                 vc, tc = _judge(op, outs, inputs, params, "always", a.backend)
-                plans = list(compiled._plans.values())
+                plans = compiled.plans()
                 row = {"op": name, "kernel": kname, "eager_s": te, "compile_s": tcomp, "compiled_s": tc,
                        "compiled": bool(plans) and all(p.fn is not None and p.failed is None for p in plans),
                        "failed": [p.failed for p in plans if p.failed]}
@@ -120,18 +115,17 @@ def main(argv=None) -> int:
                 if a.regions:
                     # the regions are computed eagerly the first time a signature needs them and
                     # compiled from the next time on; a signature whose verdicts keep reading them
-                    # then switches to the regions function as its verdict (compiled.REGIONS_WANTED):
+                    # then switches to the regions function as its verdict (REGIONS_WANTED):
                     # compare verdicts from every stage
                     again = {"same": True}
-                    for _ in range(compiled.REGIONS_WANTED + 2):
+                    for _ in range(REGIONS_WANTED + 2):
                         vr, _ = _judge(op, outs, inputs, params, "always", a.backend)
                         one = compare(ve, vr)
                         again = one if again["same"] else again
                     # (where the verdict returns its regions from the start there is nothing to switch)
                     row["regions_compiled"] = all(
-                        (p.regions_fn is not None or p.device not in compiled.FLAGS_ONLY_DEVICES)
-                        and p.region_failed is None for p in compiled._plans.values())
-                    row["switched"] = all(p.full for p in compiled._plans.values())
+                        p.regions_fn is not None and p.region_failed is None for p in compiled.plans())
+                    row["switched"] = all(p.full for p in compiled.plans())
                     row["regions"] = again
                     row["same"] = row["same"] and again["same"] and row["regions_compiled"]
             except Exception as exc:       # one operator must not end the run

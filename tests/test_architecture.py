@@ -111,3 +111,23 @@ def test_no_import_cycle_in_the_package():
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def _documented_names() -> list:
+    import re
+    text = (ROOT.parent / "docs" / "design.md").read_text()
+    block = text.split("<!-- public-names -->", 1)[1].split("<!-- /public-names -->", 1)[0]
+    return re.findall(r"`([A-Za-z_][A-Za-z_0-9]*)`", block)
+
+
+def test_the_public_names_are_the_documented_ones():
+    documented = _documented_names()
+    assert len(documented) == len(set(documented)), "a name is listed twice in docs/design.md §3"
+    assert sorted(numoracle.__all__) == sorted(documented), (
+        f"exported, not documented: {sorted(set(numoracle.__all__) - set(documented))}; "
+        f"documented, not exported: {sorted(set(documented) - set(numoracle.__all__))}")
+
+
+def test_every_public_name_resolves():
+    for name in numoracle.__all__:
+        assert getattr(numoracle, name) is not None, name

@@ -118,11 +118,13 @@ def test_campaign_killed_in_every_stage_resumes_without_losing_or_redoing_a_unit
     rng = random.Random(5)
     orphans, kills, lost, redone = 0, 0, 0, 0
     stages_hit = set()
-    for i in range(12):
+    for i in range(40):                                # until it completes (each run keeps what it finished)
         mark = uuid.uuid4().hex
         before = _tree(out) if out.exists() else {}
         p = _start(_campaign_args(out), mark)
-        time.sleep(rng.uniform(3.0, 20.0))
+        # six short runs, then longer ones, so that a slow (shared) machine still reaches the
+        # later stages between kills
+        time.sleep(rng.uniform(3.0, 20.0) if stages_hit <= {"correct"} and i < 6 else rng.uniform(10.0, 45.0))
         if p.poll() is not None:                   # it finished: the campaign is complete
             p.communicate()
             break
@@ -142,7 +144,8 @@ def test_campaign_killed_in_every_stage_resumes_without_losing_or_redoing_a_unit
                     lost += 1
                 elif after[name] != sig and name.startswith("units/"):
                     redone += 1
-        json.loads((out / "campaign.json").read_text())          # never a torn campaign.json
+        if (out / "campaign.json").exists():                      # (absent when killed before its first write)
+            json.loads((out / "campaign.json").read_text())      # never a torn campaign.json
     p = subprocess.run([sys.executable, "-m", "numoracle", *_campaign_args(out)], cwd=ROOT,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=1800)
     assert p.returncode == 0, p.stderr[-2000:]

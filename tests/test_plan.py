@@ -284,6 +284,12 @@ def test_a_1_over_sqrt_variant_is_reported_against_an_rsqrt_reference():
     ("per_token_group_quant_fp8", "ties_away", "integer-rounding"),
     ("geglu_exact", "tanh_form", "function"),
     ("cross_entropy_backward", "rounded_label_grad", "rounding"),
+    # the block-scaled quantizers (seed 0: the OCP floor rule)
+    ("mxfp8_quantize", "wrong_rounding", "integer-rounding"),
+    ("mxfp8_quantize", "nan_on_overflow", "rounding-overflow"),
+    ("mxfp4_quantize", "ties_away", "rounding-mode"),
+    ("nvfp4_quantize", "ties_away", "rounding-mode"),
+    ("nvfp4_quantize", "scale_truncated", "bits"),
 ])
 def test_faulty_kernels_that_change_the_plan_are_flagged(name, faulty, kind):
     op = operators.get(name)

@@ -130,3 +130,51 @@ def fp8_dot(a, b):
     c = torch.empty((a.shape[0], 64), dtype=torch.float32)
     fp8_dot_kernel[(1,)](a, b, c, BM=a.shape[0], BN=64, BK=32)
     return c
+
+
+@triton.jit
+def block_e2m1_kernel(x_ptr, q_ptr, s_ptr, SHIFT: tl.constexpr, RULE: tl.constexpr, TIES: tl.constexpr,
+                      LOW: tl.constexpr):
+    """One MXFP4 block of 32 per program, by hand: the exponent from amax's bits (the field at bit
+    SHIFT: 23 is fp32's), 2^-E from bits, e2m1 codes (one per byte) by comparisons with the
+    midpoints (the lowest one LOW: 0.25 is e2m1's), ties to even or away."""
+    b = tl.program_id(0)
+    offs = b * 32 + tl.arange(0, 32)
+    y = tl.load(x_ptr + offs).to(tl.float32)
+    bits = tl.max(tl.abs(y), axis=0).to(tl.int32, bitcast=True)
+    e = ((bits >> SHIFT) & 0xFF) - 127 - 2
+    if RULE == "ceil":
+        e = e + ((bits & 0x7FFFFF) != 0).to(tl.int32)
+    e = tl.minimum(tl.maximum(e, -127), 127)
+    inv = tl.where(-e == -127, 0x00400000, (127 - e) << 23).to(tl.float32, bitcast=True)
+    a = tl.abs(tl.clamp(y * inv, -6.0, 6.0))
+    if TIES == "away":
+        c = ((a >= LOW).to(tl.int32) + (a >= 0.75).to(tl.int32) + (a >= 1.25).to(tl.int32)
+             + (a >= 1.75).to(tl.int32) + (a >= 2.5).to(tl.int32) + (a >= 3.5).to(tl.int32) + (a >= 5.0).to(tl.int32))
+    else:
+        c = ((a > LOW).to(tl.int32) + (a >= 0.75).to(tl.int32) + (a > 1.25).to(tl.int32)
+             + (a >= 1.75).to(tl.int32) + (a > 2.5).to(tl.int32) + (a >= 3.5).to(tl.int32) + (a > 5.0).to(tl.int32))
+    tl.store(q_ptr + offs, (c | tl.where(y < 0, 8, 0)).to(tl.uint8))
+    tl.store(s_ptr + b, (e + 127).to(tl.uint8))
+
+
+def block_e2m1(x, *, shift=23, rule="floor", ties="even", low=0.25):
+    """(e2m1 codes one per byte, E8M0 scale bytes) of fp32 x [1, 32·n]."""
+    q = torch.empty(x.shape, dtype=torch.uint8)
+    s = torch.empty((x.shape[0], x.shape[1] // 32), dtype=torch.uint8)
+    block_e2m1_kernel[(x.numel() // 32,)](x, q, s, SHIFT=shift, RULE=rule, TIES=ties, LOW=low)
+    return q, s
+
+
+@triton.jit
+def uncompilable_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    # BLOCK is not a power of two: Triton's frontend rejects the arange when it compiles
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs) * 2.0)
+
+
+def uncompilable(x, w, **params):
+    """Launches a kernel that does not compile (an arange of 48)."""
+    y = torch.empty_like(x)
+    uncompilable_kernel[(1,)](x, y, BLOCK=48)
+    return y

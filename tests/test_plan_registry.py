@@ -12,27 +12,34 @@ backends.select("interpreter")
 from numoracle import operators  # noqa: E402
 from numoracle.plan import check_plan, study  # noqa: E402
 
-# variants whose plan differs from their operator's reference: 1/sqrt(v) is an approximate sqrt and
-# a division, the reference's rsqrt one approximate call (docs/plan.md, "What the registry shows")
-EXPLAINED = {("rms_norm", "1oversqrt"), ("layer_norm", "1oversqrt"), ("rms_layernorm", "1oversqrt")}
-# the block-scaled quantizers round by hand on the float's encoding (a bitcast, an exponent read,
-# a shift): the plan reader does not model their quantize sites yet, so these are expected to fail
-# until it does (strict: a fix shows as an unexpected pass)
-UNMODELLED = {"mxfp8_quantize", "mxfp4_quantize", "nvfp4_quantize"}
+# variants whose plan differs from their operator's reference (docs/plan.md, "What the registry
+# shows"), each with the one disagreement it has: 1/sqrt(v) is an approximate sqrt and a division,
+# the reference's rsqrt one approximate call (on the H200 up to 2.54 ulp where rsqrt's bound is
+# 1.90625: docs/results/2026-12-02-plan-1oversqrt.md); mx_scaled_matmul's scale_after_dot dots
+# the codes (exact in bf16) and scales in fp32, where the reference (the dequantize-then-dot
+# plan) rounds the scaled operands to bf16, a rounding only below bf16's normals
+EXPLAINED = {("rms_norm", "1oversqrt"): "sqrt", ("layer_norm", "1oversqrt"): "sqrt",
+             ("rms_layernorm", "1oversqrt"): "sqrt", ("mx_scaled_matmul", "scale_after_dot"): "operands"}
 
 
-def _mark(name, *rest):
-    if name in UNMODELLED:
-        return pytest.param(name, *rest, marks=pytest.mark.xfail(strict=True, reason="MX quantizer sites not "
-                                                                                    "modelled by the plan reader"))
-    return pytest.param(name, *rest)
+def _explained(kind, disagreements) -> bool:
+    if kind == "sqrt":
+        got = {(d["kind"], "rsqrt" in d["message"] and "sqrt" in d["message"]) for d in disagreements}
+        return got == {("function", True)}
+    # fewer bf16 roundings in the kernel than in the reference, the reference's being the scaled
+    # operands' (ops_mx.py:74, a1.to(bf16) and b1.to(bf16)), nothing else
+    return bool(disagreements) and all(d["kind"] == "rounding" and "rounded to bf16" in d["message"]
+                                       and "the reference rounds where the kernel does not" in d["message"]
+                                       and d["reference"] and all(r.startswith("ops_mx.py:74 round to bf16")
+                                                                  for r in d["reference"])
+                                       for d in disagreements)
 
 
 KERNELS = [(n, k) for n in operators.names() for k in operators.get(n).kernel_specs
            if k not in operators.UPSTREAM_KERNELS]
 
 
-@pytest.mark.parametrize("name", [_mark(n) for n in operators.names()])
+@pytest.mark.parametrize("name", operators.names())
 def test_the_correct_kernel_agrees_with_its_reference_on_its_first_example(name):
     op = operators.get(name)
     r = check_plan(op, "correct", *op.example(0))
@@ -40,13 +47,13 @@ def test_the_correct_kernel_agrees_with_its_reference_on_its_first_example(name)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,kernel", [_mark(n, k) for n, k in KERNELS], ids=[f"{n}-{k}" for n, k in KERNELS])
+@pytest.mark.parametrize("name,kernel", KERNELS, ids=[f"{n}-{k}" for n, k in KERNELS])
 def test_every_kernel_agrees_with_its_reference_on_every_format_and_parameter_choice(name, kernel):
     op = operators.get(name)
     for row in study.check_kernels(op, [kernel], study.examples(op)):
         if (name, kernel) in EXPLAINED:
-            kinds = {(d["kind"], "rsqrt" in d["message"] and "sqrt" in d["message"]) for d in row.disagreements}
-            assert kinds == {("function", True)}, (row.example, row.params, row.disagreements)
+            assert _explained(EXPLAINED[(name, kernel)], row.disagreements), \
+                (row.example, row.params, row.disagreements)
         else:
             assert row.ok, (row.example, row.params, row.disagreements)
 
@@ -70,6 +77,14 @@ PLAN_FAULTS = {
     ("per_token_group_quant_fp8", "truncate"): (torch.bfloat16, 0),
     ("rms_norm_backward", "bf16_dw_sum"): (torch.bfloat16, 0),
     ("rope", "math_in_q_format"): (torch.bfloat16, 0),                   # fp32 cos/sin: the math in bf16
+    # the shared exponent rounded the other way: ceil(log2 amax) under the OCP floor rule (seed 0),
+    # floor(log2(amax / fmax)) under the round-up rule (mxfp4 seed 1)
+    ("mxfp8_quantize", "wrong_rounding"): (torch.bfloat16, 0),
+    ("mxfp8_quantize", "nan_on_overflow"): (torch.bfloat16, 0),           # a NaN selected where codes saturate
+    ("mxfp4_quantize", "wrong_rounding"): (torch.bfloat16, 1),
+    ("mxfp4_quantize", "ties_away"): (torch.bfloat16, 0),                 # >= at every e2m1 midpoint
+    ("nvfp4_quantize", "ties_away"): (torch.bfloat16, 0),
+    ("nvfp4_quantize", "scale_truncated"): (torch.bfloat16, 0),           # e4m3 code - 1 on its bits
 }
 # faulty kernels whose fault is in the algorithm (a divisor, a mask, an index, a constant); the
 # offset's examples are those where adding it is no rounding of the storage format
@@ -87,7 +102,7 @@ def test_a_faulty_kernel_that_changes_the_plan_is_flagged(name, faulty):
     assert not r.ok and r.exit_code() == 1
 
 
-@pytest.mark.parametrize("name,faulty", [_mark(n, f) for n, f in SAME_PLAN_FAULTS],
+@pytest.mark.parametrize("name,faulty", SAME_PLAN_FAULTS,
                          ids=[f"{n}-{f}" for n, f in SAME_PLAN_FAULTS])
 def test_a_faulty_kernel_with_the_correct_plan_is_not_flagged(name, faulty):
     op = operators.get(name)

@@ -3,7 +3,7 @@ FMA on/off, math errors anywhere inside the profile bound) is never rejected
 in fixed-input mode, and the statistical mode stays within its budget.
 
 The example count scales with NUMORACLE_SOUNDNESS_EXAMPLES (per program);
-``scripts/soundness.py`` runs the large campaign."""
+NUMORACLE_SOUNDNESS_EXAMPLES=2000 python -m pytest tests/test_soundness.py runs a large one."""
 
 import json
 import os

@@ -31,7 +31,8 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def _interpret_requested() -> bool:
+def interpret_requested() -> bool:
+    """Whether this process's environment asks Triton to interpret kernels."""
     return os.environ.get("TRITON_INTERPRET", "").strip().lower() in ("1", "true", "on", "yes")
 
 
@@ -95,7 +96,7 @@ def resolve(backend="auto", *, profile: str | None = None) -> Backend:
     if backend not in NAMES:
         raise InvalidArgument(f"backend={backend!r}: expected one of {NAMES} (or a numoracle.backends.Backend).")
     if backend == "auto":
-        backend = "gpu" if _cuda_available() and not _interpret_requested() else "interpreter"
+        backend = "gpu" if _cuda_available() and not interpret_requested() else "interpreter"
     from ..assumptions import default_profile
     return Backend(backend, "cuda" if backend == "gpu" else "cpu", profile or default_profile(backend))
 

@@ -41,7 +41,7 @@ def add_arguments(p) -> None:
 def _operator(spec: str):
     from .. import operators
     if ":" in spec:
-        from ..runner.kernels import import_kernel
+        from ..operators.choose import import_kernel
         obj = import_kernel(spec)
         if not isinstance(obj, operators.Operator):
             raise InvalidArgument(f"{spec!r} is a {type(obj).__name__}, not a numoracle Operator; give a "
@@ -51,7 +51,7 @@ def _operator(spec: str):
 
 
 def _import(spec: str, what: str):
-    from ..runner.kernels import import_kernel
+    from ..operators.choose import import_kernel
     if ":" not in spec:
         raise InvalidArgument(f"{what} {spec!r}: expected package.module:function.")
     return import_kernel(spec)
@@ -97,7 +97,7 @@ def _site_lines(kplan, show_all: bool) -> list:
 def run(args) -> int:
     from ..plan import extract_plan, reference_plan
     from ..plan.check import check
-    from ..runner.kernels import resolve
+    from ..operators.choose import resolve
     op = _operator(args.op)
     inputs, params = _example(op, args)
     if args.intended is not None or args.compare is not None:

@@ -9,6 +9,8 @@ a reference program's sites (docs/plan.md).
   compiles each launch for an NVIDIA target on the CPU and reads its sites;
 * :func:`reference_plan` runs a reference program once under the calculus and reads its sites;
 * :func:`check_plan` compares the two, output by output, and returns a :class:`PlanReport`;
+* :func:`assumption` is the check as one line of a verdict's assumptions, cached per compiled
+  plan (kernel, input signature, parameters), never raising for a kernel it cannot check;
 * :func:`skeleton` writes a reference program that follows a kernel's plan site by site, and
   :func:`compare_centre` compares its exact centre with the float64 function the user means.
 """
@@ -16,11 +18,12 @@ a reference program's sites (docs/plan.md).
 from __future__ import annotations
 
 from ..errors import InvalidArgument
+from .assume import assumption
 from .check import Disagreement, PlanReport, check
 from .extract import KernelPlan, extract_plan
 from .reference import ReferencePlan, reference_plan
 
-__all__ = ["check_plan", "extract_plan", "reference_plan", "KernelPlan", "ReferencePlan", "PlanReport",
+__all__ = ["check_plan", "assumption", "extract_plan", "reference_plan", "KernelPlan", "ReferencePlan", "PlanReport",
            "Disagreement", "skeleton", "compare_centre"]
 
 
@@ -34,7 +37,7 @@ def _resolve(op_or_reference, kernel):
     elif isinstance(op_or_reference, operators.Operator):
         op = op_or_reference
     if op is not None:
-        from ..runner.kernels import resolve
+        from ..operators.choose import resolve
         fn, name = resolve(op, kernel if kernel is not None else "correct")
         return op.reference, fn, name
     if isinstance(op_or_reference, Reference) or callable(op_or_reference):
@@ -70,3 +73,4 @@ def skeleton(*args, **kwargs):
 def compare_centre(*args, **kwargs):
     from .skeleton import compare_centre as _compare
     return _compare(*args, **kwargs)
+

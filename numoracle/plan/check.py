@@ -108,13 +108,20 @@ HOST_FUNCTIONS = {"logsumexp": ("exp", "log"), "log_softmax": ("exp", "log"), "s
 
 def kernel_tokens(entries: list) -> dict:
     """Per category and key, the kernel sites of one cone: ``{"round": {fmt: [Site]}, "function":
-    {name: [Site]}, "integer": {name: [Site]}, "bits": [...], "rtz": {fmt: [Site]}}``."""
-    rounds, functions, integer, bits, rtz = {}, {}, {}, [], {}
+    {name: [Site]}, "integer": {name: [Site]}, "bits": [...], "rtz": {fmt: [Site]}, "nan": {fmt:
+    [Site]}, "exact_bits": [...], "codes": [...]}``: ``rtz`` the roundings not to nearest even,
+    ``nan`` those of a value a NaN may be selected into, ``bits`` the arithmetic on encodings the
+    reader does not recognise, ``exact_bits`` what it does (an exponent read, which also counts as
+    its floor or ceil, a power of two from bits), ``codes`` integer codes from comparisons that
+    are no rounding to a format."""
+    rounds, functions, integer, bits, rtz, exact_bits, nan, codes = {}, {}, {}, [], {}, [], {}, []
     for _, s in entries:
         if s.kind in ("cast", "arith") and s.rounds and K.is_low(s.fmt):
             rounds.setdefault(s.fmt, []).append(s)
             if (s.rounding or "rtne") != "rtne":
                 rtz.setdefault(s.fmt, []).append(s)
+            if s.detail.get("overflow") == "nan":
+                nan.setdefault(s.fmt, []).append(s)
         elif s.kind == "math" and s.function != "pow2":
             functions.setdefault(s.function, []).append(s)
             if s.rounds and K.is_low(s.fmt):
@@ -128,11 +135,20 @@ def kernel_tokens(entries: list) -> dict:
                     functions.setdefault(f, []).append(s)
         elif s.kind == "round-int":
             integer.setdefault(s.detail.get("name"), []).append(s)
+        elif s.kind == "bits" and s.detail.get("encoding") == "exponent":
+            # floor / ceil of log2 read exactly from the exponent field
+            integer.setdefault(s.detail.get("rounding"), []).append(s)
+            exact_bits.append(s)
+        elif s.kind == "bits" and s.detail.get("encoding") == "pow2":
+            exact_bits.append(s)
+        elif s.kind == "bits" and s.detail.get("by"):
+            codes.append(s)           # an integer code from comparisons, not on the encoding
         elif s.kind == "bits":
             bits.append(s)
         elif s.kind == "atomic" and K.is_low(s.fmt):
             rounds.setdefault(s.fmt, []).append(s)
-    return {"round": rounds, "function": functions, "integer": integer, "bits": bits, "rtz": rtz}
+    return {"round": rounds, "function": functions, "integer": integer, "bits": bits, "rtz": rtz,
+            "exact_bits": exact_bits, "nan": nan, "codes": codes}
 
 
 def _kpos(sites) -> list:
@@ -232,9 +248,18 @@ def compare_output(i: int, cones: list, items: dict, prof: dict, out_fmt: str | 
                             f"({what})", _kpos(ks), _rpos(rs), [i]))
     for sd in sides:
         for fmt, v in sd.tokens["rtz"].items():
-            found.append(Disagreement("rounding-mode", f"the kernel rounds to {fmt} toward zero (rtz) where the "
-                                                       f"reference rounds to nearest even", _kpos(v),
-                                      _rpos(ref_round.get(fmt, (0, []))[1]), [i]))
+            for mode in sorted({s.rounding for s in v}):
+                found.append(Disagreement("rounding-mode", f"the kernel rounds to {fmt} {_MODES.get(mode, mode)} "
+                                                           f"where the reference rounds to nearest even",
+                                          _kpos([s for s in v if s.rounding == mode]),
+                                          _rpos(ref_round.get(fmt, (0, []))[1]), [i]))
+        for fmt, v in sd.tokens["nan"].items():
+            # a NaN selected into a value the kernel then rounds: past the range it gives NaN
+            sat = [r for r in ref_round.get(fmt, (0, []))[1] if r.detail.get("overflow") == "saturate"]
+            found.append(Disagreement("rounding-overflow", f"the kernel selects NaN into the value it rounds to {fmt} "
+                                                           f"(NaN past the range)" + (
+                                          " where the reference's codes saturate" if sat else ""),
+                                      _kpos(v), _rpos(sat), [i], "disagreement" if sat else "note"))
 
     # math functions: which functions an element's value passes (a kernel that recomputes a
     # value the reference reuses, as a second pass recomputes exp(x - m), is the same function)
@@ -249,6 +274,13 @@ def compare_output(i: int, cones: list, items: dict, prof: dict, out_fmt: str | 
         found.append(Disagreement("function", "a correctly rounded sqrt where the reference models the approximate "
                                               "one (covered by its bound)", _kpos(extra.pop("sqrt_rn")),
                                   _rpos(missing.pop("sqrt")), [i], "note"))
+    exp_read = [s for sd in sides for s in sd.tokens["integer"].get("floor", []) + sd.tokens["integer"].get("ceil", [])
+                if s.kind == "bits"]
+    if "log2" in missing and exp_read and all(r.detail.get("exact_ok") for r in missing["log2"]):
+        found.append(Disagreement("function", "the kernel reads the exponent from the float's bits (an exact floor or "
+                                              "ceil of log2) where the reference admits the approximate log2 (covered "
+                                              "by its bound)", _kpos(exp_read), _rpos(missing.pop("log2")), [i],
+                                  "note"))
     if "div_rn" in extra:
         found.append(Disagreement("function", "the kernel divides correctly rounded (div_rn) where the reference "
                                               "models the default division (covered by its bound)",
@@ -273,13 +305,24 @@ def compare_output(i: int, cones: list, items: dict, prof: dict, out_fmt: str | 
                                     f"time(s)" + (": a rounding written by hand the reference does not model"
                                                   if kn > rn else ""), _kpos(ks), _rpos(rs), [i]))
     for sd in sides:
-        bits = sd.tokens["bits"]
+        if sd.tokens["codes"]:
+            found.append(Disagreement("bits", "the kernel makes an integer code by comparisons with constants that are "
+                                              "not the midpoints of a format's grid (no rounding to a format)",
+                                      _kpos(sd.tokens["codes"]), [], [i], "note"))
+        bits, exact = sd.tokens["bits"], sd.tokens["exact_bits"]
+        if exact:
+            found.append(Disagreement("bits", "the kernel computes on a float's encoding what the reference models "
+                                              "exactly (an exponent read from the bits, a power of two built from "
+                                              "them)", _kpos(exact), [], [i], "note"))
         if not bits:
             continue
-        # float -> integer -> float on one element's way: its value was made on its encoding (a
-        # rounding or scaling by hand); one direction alone (reading an exponent) is a note
+        # float -> integer -> float on one element's way, through arithmetic the reader does not
+        # recognise: its value was made on its encoding (a rounding or scaling by hand); one
+        # direction alone (reading an exponent) is a note
         to_int = any(K.fmt_obj(s.src_fmt) is not None for s in bits)
         to_float = any(K.fmt_obj(s.fmt) is not None for s in bits)
+        to_int |= to_float and any(K.fmt_obj(s.src_fmt) is not None for s in exact)
+        to_float |= to_int and any(K.fmt_obj(s.fmt) is not None for s in exact)
         if to_int and to_float:
             found.append(Disagreement("bits", "the kernel computes the value through its encoding (a bitcast to an "
                                               "integer and back): a rounding or scaling by hand the reference does "
@@ -290,6 +333,11 @@ def compare_output(i: int, cones: list, items: dict, prof: dict, out_fmt: str | 
 
     found.extend(_compare_levels(i, sides, prof))
     return found
+
+
+_MODES = {"rtz": "toward zero (rtz)", "rna": "to nearest with ties away from zero",
+          "rnz": "to nearest with ties toward zero", "mixed": "to nearest with ties broken neither to even nor "
+                                                         "one way"}
 
 
 def _function_hint(extra: dict, missing: dict) -> str:

@@ -158,7 +158,13 @@ class Cones:
         key = (stack, w.file, w.line, w.col, w.chain, s.kind if lvl is None or s.kind != "arith" else "loop", s.op,
                s.ordinal)
         self.items[key] = (stack, s, lvl)
-        return Cone(frozenset([key]))
+        keys = [key]
+        for cs in c.companions().get(id(op), []):
+            cw = cs.where
+            ck = (stack, cw.file, cw.line, cw.col, cw.chain, cs.kind, cs.op, cs.ordinal)
+            self.items[ck] = (stack, cs, None)
+            keys.append(ck)
+        return Cone(frozenset(keys))
 
     def _value(self, launch, name) -> Cone:
         memo = ("value", id(launch), name)
@@ -178,7 +184,7 @@ class Cones:
         if d is None or d[0] == "arg":
             return EMPTY
         if d[0] == "block":
-            op, ri, ai = d[1], d[2], d[3]
+            op, ai = d[1], d[3]
             if op.name == "scf.for":
                 if ai == 0:
                     return EMPTY
@@ -211,6 +217,10 @@ class Cones:
                 cone = cone | self._value(launch, o)
             return cone
         if n in ("arith.cmpf", "arith.cmpi"):
+            enc = kir.encoding
+            if enc is not None and id(op) in enc.compares:
+                # a comparison that is part of a rounding by hand: the code depends on the value
+                return self._value(launch, enc.compares[id(op)])
             return EMPTY
         if n == "arith.mulf" and any(self._known(launch, o) == 0.0 for o in op.operands):
             # an exact zero (a running sum's initial 0 rescaled in a loop that runs once): no
@@ -218,6 +228,9 @@ class Cones:
             return EMPTY
         if n == "arith.select":
             return own | _heaviest([self._value(launch, o) for o in op.operands[1:3]], self.items)
+        if n == "arith.ori" and _packs(kir, op):
+            # two codes packed in one word (fp4 nibbles): an element of the output is one of them
+            return own | _heaviest([self._value(launch, o) for o in op.operands], self.items)
         if n == "scf.for":
             cone = own
             y = _yield(op, 0)
@@ -252,7 +265,7 @@ class Cones:
         if d is None or d[0] == "arg":
             return None
         if d[0] == "block":
-            op, ri, ai = d[1], d[2], d[3]
+            op, ai = d[1], d[3]
             if op.name == "scf.for" and ai > 0:
                 steps = K.trip_count(kir, op)
                 inits = op.operands[3:]
@@ -289,6 +302,20 @@ class Cones:
             if lvl is not None and s.ir is not None and s.ir in c.ir.ops and _flows(c.ir, val, s.ir):
                 out.append(lvl.key)
         return out
+
+
+def _packs(kir: K.KernelIR, op) -> bool:
+    """``a | (b << k)``: one operand shifted left by a constant (k >= 2), as packing puts two codes
+    in one byte."""
+    from .encoding import _int_const
+    for o in op.operands:
+        d = kir.def_op(o)
+        if d is not None and d.name == "arith.shli" and len(d.operands) == 2:
+            c = kir.def_op(d.operands[1])
+            v = _int_const(c) if c is not None and c.name == "arith.constant" else None
+            if v is not None and v >= 2:
+                return True
+    return False
 
 
 def _weight(cone: Cone, items: dict) -> tuple:
@@ -350,7 +377,7 @@ def _flows(kir: K.KernelIR, name: str, target_op, depth: int = 0) -> bool:
     if d is None:
         return False
     if d[0] == "block":
-        op, ri, ai = d[1], d[2], d[3]
+        op, ai = d[1], d[3]
         if op.name == "scf.for" and ai > 0:
             return _flows(kir, op.operands[3:][ai - 1] if ai - 1 < len(op.operands[3:]) else None, target_op,
                           depth + 1)

@@ -40,8 +40,19 @@ class Compiled:
         """id(mlir op) -> its Site."""
         if not hasattr(self, "_by_ir"):
             # an FMA candidate is a note on its add, which keeps its own site
-            self._by_ir = {id(s.ir): s for s in self.sites if s.ir is not None and s.kind != "fma"}
+            self._by_ir = {id(s.ir): s for s in self.sites if s.ir is not None and s.kind != "fma"
+                           and not s.detail.get("companion")}
         return self._by_ir
+
+    def companions(self) -> dict:
+        """id(mlir op) -> the further sites one operation stands for (a dot_scaled's operand
+        scaling, which the TTGIR does apart)."""
+        if not hasattr(self, "_companions"):
+            self._companions = {}
+            for s in self.sites:
+                if s.ir is not None and s.detail.get("companion"):
+                    self._companions.setdefault(id(s.ir), []).append(s)
+        return self._companions
 
 
 @dataclass

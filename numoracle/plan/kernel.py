@@ -159,13 +159,17 @@ class Site:
         if k == "store":
             s = f"store {self.fmt}" + (f" to {d['arg']}" if d.get("arg") else "")
             return s + (f" (value {self.src_fmt})" if self.src_fmt and self.src_fmt != self.fmt else "")
+        if k == "cast" and d.get("by"):
+            return f"round {self.src_fmt} -> {self.fmt} by hand ({d['by']}; {self.rounding})"
         if k == "cast":
             how = "rounds" if self.rounds else "exact"
+            if d.get("overflow") == "nan":
+                how += ", a NaN selected in where it would saturate"
             rnd = f", {self.rounding}" if self.rounding and self.rounds else ""
             return f"cast {self.src_fmt} -> {self.fmt} ({how}{rnd})"
         if k == "arith":
             how = "" if self.rounds else " (exact)"
-            return f"{d.get('name', self.op)} in {self.fmt}{how}"
+            return f"{d.get('name', self.op)} in {self.fmt}{how}" + (f" ({d['why']})" if d.get("why") else "")
         if k == "math":
             r = " then rounded to " + self.fmt if self.rounds else ""
             return f"{self.function} in {d.get('computed', self.fmt)}: {self.implementation}{r}"
@@ -190,6 +194,13 @@ class Site:
         if k == "round-int":
             return f"{self.op.split('.')[-1]} to an integer in {self.fmt}"
         if k == "bits":
+            enc = d.get("encoding")
+            if enc == "exponent":
+                return f"bitcast {self.src_fmt} -> {self.fmt}: {d.get('rounding')}(log2 x) from the exponent field (exact)"
+            if enc == "pow2":
+                return f"bitcast {self.src_fmt} -> {self.fmt}: a power of two built from its bits (exact)"
+            if d.get("by"):
+                return f"integer code by {d['by']} (no format's grid)"
             return f"bitcast {self.src_fmt} -> {self.fmt} (arithmetic on the encoding)"
         if k == "host":
             return d.get("text", self.op)
@@ -243,6 +254,7 @@ class KernelIR:
             for o in op.operands:
                 self.users.setdefault(o, []).append(op)
         self._info: dict = {}
+        self.encoding = None                   # encoding.Analysis, set when the sites are read
         self._layouts = self._reduce_layouts()
         # runtime arguments by IR argument name (constexprs are not IR arguments)
         runtime = [a for a in self.args if a.kind != "constexpr"]
@@ -320,6 +332,10 @@ class KernelIR:
                 for x in rs[1:]:
                     r = wider(r, x)
                 out = (r, None)
+            elif n == "arith.addf" and len(ops) == 2 and 0.0 in (self.const(ops[0]), self.const(ops[1])):
+                # x + 0 is x (tl.zeros(...) + x broadcasts a value)
+                other = ops[1] if self.const(ops[0]) == 0.0 else ops[0]
+                out = self.info(other, _depth + 1)
             elif n in _EXACT_UNARY and ops:
                 r, v = self.info(ops[0], _depth + 1)
                 out = (r, None if v is None else (-v if n == "arith.negf" else abs(v)))
@@ -369,7 +385,7 @@ class KernelIR:
         if d[0] == "arg":
             return self.func.args[d[1]][0]
         if d[0] == "block":
-            op, ri, ai = d[1], d[2], d[3]
+            op, ai = d[1], d[3]
             if op.name == "scf.for" and ai > 0:
                 inits = op.operands[3:]
                 if ai - 1 < len(inits):
@@ -549,9 +565,11 @@ def extract(k: KernelIR, launch_index: int = 0) -> list:
 
 
 def _extract(k: KernelIR, launch_index: int) -> list:
+    from .encoding import analyse
     sites = []
     reduce_i = 0
     fusion = k.options.get("enable_fp_fusion")
+    enc = k.encoding = analyse(k)
     for op in k.ops:
         n = op.name
         res = op.results[0] if op.results else None
@@ -580,7 +598,8 @@ def _extract(k: KernelIR, launch_index: int) -> list:
             else:
                 c = k.const(op.operands[0])
                 exact = subset(k.repr_of(op.operands[0]), fmt) or (c is not None and representable(c, fmt))
-                add("cast", src_fmt=src, rounds=not exact, rounding=_rounding_mode(op))
+                add("cast", src_fmt=src, rounds=not exact, rounding=_rounding_mode(op),
+                    detail={"overflow": "nan"} if id(op) in enc.nan_casts else {})
         elif n in ("arith.sitofp", "arith.uitofp") and is_low(fmt):
             add("cast", src_fmt="int", rounds=True, rounding="rtne")
         elif n in ARITH and fmt and op.parent is not None and op.parent.name in ("tt.reduce", "tt.scan"):
@@ -631,12 +650,14 @@ def _extract(k: KernelIR, launch_index: int) -> list:
         elif n in INTEGER_ROUNDING:
             add("round-int", detail={"name": n.split(".")[-1]})
         elif n in ("arith.fptosi", "arith.fptoui"):
-            add("round-int", fmt=k.fmt_of(op.operands[0]), detail={"name": "to-int (truncation)"})
+            if id(op) not in enc.exact_int:          # an integer-valued float converts exactly
+                add("round-int", fmt=k.fmt_of(op.operands[0]), detail={"name": "to-int (truncation)"})
         elif n == "tt.bitcast" and op.operands:
             src = k.fmt_of(op.operands[0])
             rt = k.type_of(res)
             if (src is None) != (fmt is None):
-                add("bits", fmt=fmt or (rt.elem if rt else None), src_fmt=src or k.type_of(op.operands[0]).elem)
+                add("bits", fmt=fmt or (rt.elem if rt else None), src_fmt=src or k.type_of(op.operands[0]).elem,
+                    detail={kk: v for kk, v in enc.bits.get(id(op), {}).items() if v is not None})
         elif n in ("tt.reduce", "tt.scan"):
             comb, cfmt = _combine(op)
             ty = op.operand_types[0] if op.operand_types else None
@@ -671,11 +692,76 @@ def _extract(k: KernelIR, launch_index: int) -> list:
                 detail={"b_fmt": bf, "k": kdim, "precision": prec.strip(","),
                         "imprecise": int(imp) if imp and imp.isdigit() and int(imp) > 0 else None,
                         "exact_products": exact, "mma": _mma(k, op)})
+        elif n == "tt.dot_scaled":
+            _dot_scaled_sites(k, op, add)
         elif n == "tt.atomic_rmw":
             kind = re.match(r"^\s*(\w+)", op.text)
             if fmt and kind and kind.group(1) in ("fadd", "add"):
                 add("atomic", rounds=True, detail={"name": kind.group(1)})
+    for g in enc.groups:
+        # an integer code counted from comparisons with constants: a rounding to the format
+        # whose grid midpoints they are, or arithmetic of its own
+        by = f"comparisons with the {len(g.thresholds)} midpoints of {g.fmt}'s grid" if g.fmt else \
+            f"comparisons with {len(g.thresholds)} constants {g.thresholds}"
+        s = Site("cast" if g.fmt else "bits", "compare-round", g.fmt or "i32", k.where(g.root),
+                 src_fmt=k.fmt_of(g.value) or "fp32", rounds=bool(g.fmt), rounding=g.rounding, launch=launch_index,
+                 ir=g.root, detail={"by": by, "thresholds": list(g.thresholds), "predicates": list(g.predicates)})
+        sites.append(s)
     return sites
+
+
+# tt.dot_scaled's operand format names
+_SCALED_FMT = {"e4m3": "e4m3fn", "e5m2": "e5m2", "e2m1": "e2m1", "bf16": "bf16", "fp16": "fp16"}
+
+
+def _dot_scaled_sites(k: KernelIR, op, add) -> None:
+    """``tt.dot_scaled``: a dot of block-scaled operands.  Where the target has no scaled tensor
+    core (sm90), Triton's TTGIR upcasts each operand to bf16 and multiplies it by its scale in
+    bf16 before a plain ``tt.dot``: those products are roundings to bf16 of their own (the
+    scaled operands' values), read from the TTGIR at the same source position."""
+    lhs = re.search(r"\blhs\s*=\s*(\w+)", op.text)
+    rhs = re.search(r"\brhs\s*=\s*(\w+)", op.text)
+    af = _SCALED_FMT.get(lhs.group(1)) if lhs else None
+    bf = _SCALED_FMT.get(rhs.group(1)) if rhs else None
+    a_t = op.operand_types[0] if op.operand_types else None
+    kdim = a_t.shape[-1] * (2 if af == "e2m1" else 1) if a_t is not None and a_t.shape else None
+    emulated = _emulated_scaling(k, op)
+    opnd = emulated[0].result_types[0].elem if emulated else None
+    add("dot", src_fmt=af, rounds=True,
+        detail={"b_fmt": bf, "k": kdim, "precision": "ieee", "scaled": True,
+                # codes times a power of two: exact products in fp32
+                "exact_products": True, "mma": _mma(k, op),
+                "emulated": f"operands scaled in {fmt_name(opnd)}" if emulated else None})
+    for g in emulated:
+        s = add("arith", fmt=fmt_name(g.result_types[0].elem), rounds=True,
+                detail={"name": "mul", "companion": True,
+                        "why": "dot_scaled's operand times its scale, in the TTGIR's emulation"})
+        s.op = "arith.mulf"
+
+
+def _emulated_scaling(k: KernelIR, op) -> list:
+    """The TTGIR's half-precision products that scale the operands of the ``tt.dot`` that
+    replaced this ``tt.dot_scaled`` (empty when the TTGIR keeps a scaled dot, or is absent)."""
+    if k.gmodule is None or k.func.name not in k.gmodule.functions:
+        return []
+    want = M.frames(op.loc, k.module.aliases)
+    g = k.gmodule.function(k.func.name)
+    defs = {}
+    for o in g.walk():
+        for r in o.results:
+            defs[r] = o
+    out = []
+    for d in g.walk():
+        if d.name != "tt.dot" or M.frames(d.loc, k.gmodule.aliases) != want:
+            continue
+        for v in d.operands[:2]:
+            src = defs.get(v)
+            while src is not None and src.name in _PASS and src.operands:
+                src = defs.get(src.operands[0])
+            if src is not None and src.name == "arith.mulf" and src.result_types \
+                    and fmt_name(src.result_types[0].elem) in ("bf16", "fp16"):
+                out.append(src)
+    return out
 
 
 def _mma(k: KernelIR, op) -> str | None:
@@ -713,10 +799,11 @@ def loop_levels(k: KernelIR) -> dict:
         iters = [n for n, _ in op.block_args[0][1:]]
         for i, (carried, y) in enumerate(zip(iters, yields[-1].operands)):
             add = k.def_op(y)
-            if add is None or add.name not in ("arith.addf", "arith.subf", "tt.dot"):
+            if add is None or add.name not in ("arith.addf", "arith.subf", "tt.dot", "tt.dot_scaled"):
                 continue
-            if add.name == "tt.dot":
-                if len(add.operands) > 2 and _derives(k, add.operands[2], carried):
+            if add.name in ("tt.dot", "tt.dot_scaled"):
+                acc = add.operands[2] if add.name == "tt.dot" else add.operands[-1]
+                if len(add.operands) > 2 and _derives(k, acc, carried):
                     out[add] = (op, i)
                 continue
             if any(_derives(k, o, carried) for o in add.operands):

@@ -251,18 +251,34 @@ def reference_plan(program, inputs, params, *, profile="h200") -> ReferencePlan:
 
 
 def _quantizer_sites(q, kind: str, file) -> list:
-    """A quantizer output's sites: the codes' rounding to the fp8 format, and the scale rule's
-    math (UE8M0: log2 then ceil, an exact power of two)."""
+    """A quantizer output's sites.  Group quantizers (``quantize_group``): the codes' rounding to
+    the fp8 format, and the UE8M0 scale's log2 then ceil.  MX (``quantize_mx``): the codes'
+    rounding to the element format; for codes and scales the shared exponent, floor or ceil of
+    a log2 by the rule (read from the exponent bits or computed by an approximate log2: the
+    bound admits both).  NVFP4 (``quantize_nvfp4``): the e2m1 codes, and the e4m3 rounding of
+    the block scale, which the scales are and the codes are divided by; the tensor scale has
+    fp32 arithmetic only.  Codes saturate."""
+    from ..calculus.quant_mx import MXQuantizer, NVFP4Quantizer
     m = _LABEL.match(q.label)
     line = int(m.group(3)) if m else None
     what = m.group(1) if m else q.label
     fmt = str(q.fmt)
     out = []
+
+    def site(kind_, text, fmt_, **kw):
+        out.append(RefSite(kind_, f"{what}: {text}", fmt_, file, line, None, q.label, **kw))
     if kind == "codes":
-        out.append(RefSite("quantize-codes", f"{what}: codes", fmt, file, line, None, q.label))
-    if q.rule == "ue8m0":
-        out.append(RefSite("function", f"{what}: log2 of the scale", "fp32", file, line, None, q.label,
-                           function="log2"))
-        out.append(RefSite("round-int", f"{what}: ceil of log2", "fp32", file, line, None, q.label,
-                           detail={"name": "ceil"}))
+        site("quantize-codes", "codes", fmt, detail={"overflow": "saturate"})
+    if isinstance(q, NVFP4Quantizer):
+        if kind in ("codes", "scales"):
+            site("quantize-codes", "e4m3 block scale", "e4m3fn", detail={"overflow": "saturate"})
+        return out
+    if isinstance(q, MXQuantizer):
+        rounding = "floor" if q.rule == "floor" else "ceil"
+        of = "the block's amax" if q.rule == "floor" else "amax / fmax"
+        site("function", f"log2 of {of}", "fp32", function="log2", detail={"exact_ok": True})
+        site("round-int", f"{rounding} of log2", "fp32", detail={"name": rounding})
+    elif q.rule == "ue8m0":
+        site("function", "log2 of the scale", "fp32", function="log2", detail={"exact_ok": True})
+        site("round-int", "ceil of log2", "fp32", detail={"name": "ceil"})
     return out

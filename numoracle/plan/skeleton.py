@@ -142,7 +142,7 @@ class _Launch:
             a = self.args.get(k.func.args[d[1]][0])
             return self._scalar(a)
         if d[0] == "block":
-            op, ri, ai = d[1], d[2], d[3]
+            op = d[1]
             return em.placeholder(f"a value carried by {op.name} at {k.where(op).short()}")
         op, idx = d
         n = op.name

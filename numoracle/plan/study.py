@@ -6,7 +6,9 @@ A mutant *changes the plan* when its compiled kernels' precision signature diffe
 original's on some example: per output the operator judges, the multiset, over the sites whose
 value reaches that output, of the roundings to formats narrower than fp32 (with their rounding mode), the
 math functions with their implementation, the reductions, loop-carried sums and dots with their
-formats, roundings to an integer and bitcasts, and the host steps that round or reduce.  That is read from the IR alone, before and independently of any
+formats, roundings to an integer, bitcasts with what their integer arithmetic computes (an exponent
+read, a power of two, a rounding by comparisons: ``encoding.py``), and the host steps that round
+or reduce.  That is read from the IR alone, before and independently of any
 reference; the check is then judged on whether it flags the mutants that change the plan and
 none of those that do not.  A mutant is flagged when its report has a disagreement the
 original kernel's report on the same example does not have.
@@ -86,7 +88,7 @@ def _site_multiset(cones, keys) -> Counter:
         if lvl is not None and lvl.detail.get("loop"):
             sig[("loop", lvl.fmt)] += 1
         elif k == "cast" and s.rounds:
-            sig[("cast", s.src_fmt, s.fmt, s.rounding)] += 1
+            sig[("cast", s.src_fmt, s.fmt, s.rounding, s.detail.get("overflow"), s.op == "compare-round")] += 1
         elif k == "arith" and s.rounds and K.is_low(s.fmt):
             sig[("arith", s.op, s.fmt)] += 1
         elif k == "math":
@@ -95,7 +97,10 @@ def _site_multiset(cones, keys) -> Counter:
             sig[(k, s.detail.get("combine"), s.fmt)] += 1
         elif k == "dot":
             sig[("dot", s.src_fmt, s.detail.get("b_fmt"), s.fmt, s.detail.get("precision"))] += 1
-        elif k in ("round-int", "bits", "atomic"):
+        elif k == "bits":
+            # what the integer arithmetic on the encoding computes (encoding.py), if recognised
+            sig[(k, s.op, s.fmt, s.detail.get("encoding"), s.detail.get("rounding"), s.detail.get("by"))] += 1
+        elif k in ("round-int", "atomic"):
             sig[(k, s.op, s.fmt)] += 1
         elif k == "host" and (s.rounds or s.detail.get("host_kind") in ("sum", "dot", "math")):
             sig[("host", s.detail.get("host_kind"), s.src_fmt, s.fmt)] += 1

@@ -226,9 +226,15 @@ def judge(op, kernel, inputs, params, config=(), *, backend="interpreter", mode=
                        seconds=time.perf_counter() - t0, inputs=inputs, params=params, outputs=outs,
                        traceback=traceback.format_exc()[-1500:],
                        failure_class=("error", "judging", type(exc).__name__), rss_mb=ran.rss_mb)
+    from ..config import settings
+    if settings.default.plan_check:
+        # the kernel returned on these inputs, so its launcher can be captured on them; once per
+        # (kernel, input signature, parameters, config) in a process
+        from ..plan.assume import annotate
+        annotate({mode: v}, op, kernel, inputs, params, kernel_kwargs=dict(config))
     t2 = time.perf_counter()
     if times is not None:
-        times.add("verdict", t2 - t1)
+        times.add("verdict", t2 - t1)     # the plan check's annotation included
     status = v.status
     if status == "reject":
         if _only_special_rejects(v):

@@ -79,6 +79,10 @@ def replay(path, *, kernel=None, backend=None, saved_outputs: bool = False, time
         return {**base, "status": "reproduced", "passes": expect == "reject", "kernel_ran": ran,
                 "note": f"{note}; outputs not judgeable: {why}", "backend": backend.name, "statuses": {},
                 "reproduced": True, "verdicts": {}}
+    from ..config import settings
+    if ran and settings.default.plan_check:
+        from ..plan.assume import annotate
+        annotate(verdicts, op, kfn, inputs, params, kernel_kwargs=c.meta["kernel"].get("config") or {})
     for v in verdicts.values():
         v.replay = str(c.path)
     now_cert = verdicts["fixed"].certificate.to_dict()

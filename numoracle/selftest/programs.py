@@ -1,7 +1,7 @@
 """numoracle's own soundness campaign: the emulator (a correct kernel with
 random reduction orders, FMA choices and math errors inside their profile)
 against the oracle, over generated inputs; and planted faults that must be
-caught.  Used by the test suite (small) and ``scripts/soundness.py`` (large)."""
+caught.  Used by the test suite (small) and, with NUMORACLE_SOUNDNESS_EXAMPLES raised, for large runs."""
 
 from __future__ import annotations
 

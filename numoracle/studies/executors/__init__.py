@@ -43,8 +43,8 @@ def wants_executor(args) -> bool:
     if getattr(args, "workers", None) is not None:
         return True
     if getattr(args, "backend", "interpreter") in ("gpu", "auto"):
-        import os
-        if os.environ.get("TRITON_INTERPRET") == "1":
+        from ... import backends
+        if backends.interpret_requested():
             return False
         try:
             return len(visible_gpus()) > 1

@@ -97,12 +97,12 @@ def prepare_worker(backend: str, device: str | None = None, settings_values: dic
         settings.load_profile("numoracle-unit-worker")
     if device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
+    from ... import backends
     if backend == "interpreter":
-        os.environ["TRITON_INTERPRET"] = "1"
-    elif os.environ.get("TRITON_INTERPRET") == "1":
+        os.environ.update(backends.resolve("interpreter").environment())
+    elif backends.interpret_requested():
         raise InvalidArgument("backend='gpu' in a worker whose environment sets TRITON_INTERPRET=1; start the "
                               "worker without it.")
-    from ... import backends
     return backends.select(backend).name
 
 
@@ -284,8 +284,9 @@ def start_cluster(backend: str, workers: int | None = None, *, memory_limit=None
 
 
 def gpu_worker_env(device) -> dict:
+    from ... import backends
     env = {"CUDA_VISIBLE_DEVICES": str(device)}
-    if os.environ.get("TRITON_INTERPRET") == "1":
+    if backends.interpret_requested():
         env["TRITON_INTERPRET"] = "0"
     return env
 
