@@ -10,7 +10,7 @@ import torch
 from .. import formats as F
 from ..errors import InvalidArgument
 from . import form as FM
-from .tracked import Cond, Tracked, apply, cat, _div, ulp_bound_fp32, _as_cond, _ax, _or, _squeeze_axis, _sum_axis, _FP64_SLACK, promote, underflow_threshold
+from .tracked import Cond, Tracked, apply, broadcast_shapes, cat, _div, ulp_bound_fp32, _as_cond, _ax, _or, _squeeze_axis, _sum_axis, _FP64_SLACK, promote, underflow_threshold
 
 Tensor = torch.Tensor
 ORDERS = ("any", "sequential", "tree")
@@ -224,7 +224,7 @@ def where(cond, a, b) -> Tracked:
         a = a.to(fmt)
     if b.fmt is not fmt:
         b = b.to(fmt)
-    shape = torch.broadcast_shapes(cnd.value.shape, a.c.shape, b.c.shape)
+    shape = broadcast_shapes(cnd.value.shape, a.c.shape, b.c.shape)
     a, b = a._promoted(shape), b._promoted(shape)
     v = cnd.value.expand(shape)
     c = torch.where(v, a.c, b.c)
@@ -400,6 +400,6 @@ def div_rn(a, b) -> Tracked:
     proto = a if isinstance(a, Tracked) else b
     a, b = proto._coerce(a), proto._coerce(b)
     fmt = promote(a.fmt, b.fmt) if a.fmt is not b.fmt else a.fmt
-    shape = torch.broadcast_shapes(a.c.shape, b.c.shape)
+    shape = broadcast_shapes(a.c.shape, b.c.shape)
     a, b = a._promoted(shape), b._promoted(shape)
     return _div(a, b, fmt, shape, _or(a.taint, b.taint), call="div_rn")

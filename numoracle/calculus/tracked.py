@@ -182,6 +182,21 @@ def _sum_axis(t: Tensor, axis: int, n: int, keepdim: bool) -> Tensor:
     return t.sum(dim=axis, keepdim=keepdim)
 
 
+def broadcast_shapes(*shapes) -> torch.Size:
+    """``torch.broadcast_shapes`` of static shapes, in Python: torch's own imports its
+    symbolic-shapes machinery (and sympy) on its first call, seconds of a process's first
+    verdict.  Shapes that do not broadcast go to torch's, for its error."""
+    nd = max(len(s) for s in shapes)
+    out = [1] * nd
+    for s in shapes:
+        for i, d in enumerate(s, nd - len(s)):
+            if d != 1:
+                if out[i] != 1 and out[i] != d:
+                    return torch.broadcast_shapes(*shapes)
+                out[i] = d
+    return torch.Size(out)
+
+
 def _squeeze_axis(t: Tensor, axis: int, keepdim: bool) -> Tensor:
     if keepdim or t.ndim < -axis:
         return t
@@ -481,7 +496,7 @@ class Tracked:
         if reverse:
             x, y = y, x
         fmt = self.fmt if isinstance(other, (int, float)) else promote(x.fmt, y.fmt)
-        shape = torch.broadcast_shapes(x.c.shape, y.c.shape)
+        shape = broadcast_shapes(x.c.shape, y.c.shape)
         x, y = x._promoted(shape), y._promoted(shape)
         cond = self.ctx.condensed
         taint = _or(x.taint, y.taint)

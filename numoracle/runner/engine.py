@@ -188,6 +188,9 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
     kw = dict(backend=backend, mode=mode, timeout=timeout, device=device, isolate=isolate)
     memory = MemoryWatch()
     memo: dict = {}
+    times = result.times
+    # the end of the last case's body: what passes until the next one is Hypothesis's
+    clock = {"last": None}
     state = {"phase": "search", "deadline": None if seconds is None else time.time() + seconds,
              "found": None, "shrink_deadline": None}
     if progress is True:
@@ -198,7 +201,7 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
     def evaluate_case(case):
         if case in memo:
             return memo[case]
-        out = run_case(op, kfn, case, **kw)
+        out = run_case(op, kfn, case, times=times if state["phase"] == "search" else None, **kw)
         out.inputs = tuple(out.inputs)
         memo[case] = out
         if len(memo) > 256:                 # keep only what the shrink replay may ask again
@@ -207,8 +210,20 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
 
     def body(case):
         if state["phase"] == "search":
-            if state["deadline"] is not None and time.time() > state["deadline"]:
-                raise _BudgetSpent()
+            t0 = time.perf_counter()
+            if clock["last"] is not None:
+                times.add("draw", t0 - clock["last"])
+            try:
+                return search(case, t0)
+            finally:
+                clock["last"] = time.perf_counter()
+        return shrinking(case)
+
+    def search(case, t0):
+        if state["deadline"] is not None and time.time() > state["deadline"]:
+            raise _BudgetSpent()
+        phases = dict(times.seconds)
+        try:
             out = evaluate_case(case)
             result.record(out, case.group)
             event(f"group: {case.group}")
@@ -238,7 +253,12 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
                 _found(out)
             if out.status == "reject" and len(result.other_rejects) < 20:
                 result.other_rejects.append(out)
-            return
+        finally:
+            # the body's time that no phase of the case took: the engine's own
+            inner = sum(times.seconds[k] - phases[k] for k in phases)
+            times.add("bookkeeping", time.perf_counter() - t0 - inner)
+
+    def shrinking(case):
         # shrinking (Hypothesis's, on the structure): the same status and failure class only;
         # past its budget, only cases already seen can fail again, so the final
         # replay of the shrunk example still fails and nothing new is run.
@@ -285,6 +305,7 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
     found = None
     from hypothesis.reporting import with_reporter
     result.seed = seed
+    clock["last"] = time.perf_counter()
     try:
         with with_reporter(lambda msg: result.hypothesis_report.append(str(msg))):
             test()
@@ -306,6 +327,10 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
         found = hit[0].outcome
         result.exit_reason = "first counterexample"
     result.elapsed = time.time() - result.started
+    if state["phase"] == "search" and clock["last"] is not None:
+        times.add("draw", time.perf_counter() - clock["last"])     # Hypothesis after the last case
+    elif state["shrink_deadline"] is not None:
+        times.add("shrink", time.time() - state["shrink_deadline"] + shrink_seconds)
     result.memory = memory.summary()
     if found is not None:
         result.counterexample = found
@@ -329,6 +354,7 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
             result.counterexample = best
             result.shrink_evaluations += used
             result.shrink_seconds = time.time() - t0
+            times.add("shrink", result.shrink_seconds)
         if corpus is not None:
             from .. import corpus as C
             try:

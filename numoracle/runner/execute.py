@@ -198,12 +198,17 @@ def _only_special_rejects(v) -> bool:
 
 
 def judge(op, kernel, inputs, params, config=(), *, backend="interpreter", mode="statistical", timeout=None,
-          device="cpu", isolate=None, case=None, classify=True) -> Outcome:
+          device="cpu", isolate=None, case=None, classify=True, times=None) -> Outcome:
     """Run ``kernel`` on ``inputs`` and judge its outputs against ``op.reference``.  Every
-    finding gets a failure class (``outcomes.finding_class``), what shrinking keeps."""
+    finding gets a failure class (``outcomes.finding_class``), what shrinking keeps.
+    ``times`` (an ``outcomes.Breakdown``) is given the kernel's, the verdict's and the
+    outcome's seconds."""
     from ..check import check
     t0 = time.perf_counter()
     ran = execute(kernel, inputs, params, config, timeout=timeout, device=device, isolate=isolate)
+    t1 = time.perf_counter()
+    if times is not None:
+        times.add("kernel", t1 - t0)
     if not ran.ok:
         out = Outcome(ran.status, case, error=ran.error, seconds=time.perf_counter() - t0, inputs=inputs,
                       params=params, traceback=ran.traceback, rss_mb=ran.rss_mb)
@@ -227,6 +232,9 @@ def judge(op, kernel, inputs, params, config=(), *, backend="interpreter", mode=
         # (kernel, input signature, parameters, config) in a process
         from ..plan.assume import annotate
         annotate({mode: v}, op, kernel, inputs, params, kernel_kwargs=dict(config))
+    t2 = time.perf_counter()
+    if times is not None:
+        times.add("verdict", t2 - t1)     # the plan check's annotation included
     status = v.status
     if status == "reject":
         if _only_special_rejects(v):
@@ -244,6 +252,8 @@ def judge(op, kernel, inputs, params, config=(), *, backend="interpreter", mode=
             out.uncertified_example = uncertified_example(v)
         except Exception:  # noqa: BLE001 - the example only adds to the reasons
             out.uncertified_example = None
+    if times is not None:
+        times.add("outcome", time.perf_counter() - t2)
     return out
 
 
@@ -257,7 +267,10 @@ def execution_class(ran: Execution) -> tuple:
     return (ran.status,)
 
 
-def run_case(op, kernel, case, **kw) -> Outcome:
+def run_case(op, kernel, case, times=None, **kw) -> Outcome:
     device = kw.get("device", "cpu")
+    t0 = time.perf_counter()
     inputs, params = case.materialize(device, op)
-    return judge(op, kernel, inputs, params, case.config, case=case, **kw)
+    if times is not None:
+        times.add("inputs", time.perf_counter() - t0)
+    return judge(op, kernel, inputs, params, case.config, case=case, times=times, **kw)

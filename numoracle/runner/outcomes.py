@@ -208,6 +208,8 @@ class RunResult:
     warnings: list = field(default_factory=list)
     seed: int | None = None                             # the search's seed (None: derandomized)
     hypothesis_report: list = field(default_factory=list)   # what Hypothesis reported (falsifying example)
+    # where a case's time went: phase -> seconds over the search's cases (Breakdown.PHASES)
+    times: "Breakdown" = field(default_factory=lambda: Breakdown())
 
     def record(self, out: Outcome, group: str) -> None:
         self.groups.setdefault(group, GroupStats()).add(out.status)
@@ -259,6 +261,7 @@ class RunResult:
             "saved": self.saved, "save_error": self.save_error, "isolation": self.isolation,
             "memory": self.memory, "warnings": list(self.warnings),
             "shrink": {"seconds": round(self.shrink_seconds, 2), "evaluations": self.shrink_evaluations},
+            "breakdown": self.times.to_dict(t.cases),
             "uncertified_reasons": {g: dict(sorted(r.items(), key=lambda kv: -kv[1]))
                                     for g, r in sorted(self.uncertified_reasons.items())},
             "uncertified_examples": {g: dict(sorted(e.items())) for g, e in sorted(self.uncertified_examples.items())},
@@ -266,6 +269,37 @@ class RunResult:
             "errors": [o.summary() for o in self.errors],
             "other_rejects": [o.summary() for o in self.other_rejects],
         }
+
+
+class Breakdown:
+    """Where a fuzzing run's time went, per phase, summed over the search's cases:
+
+    - ``draw``: Hypothesis (drawing the case, its engine's bookkeeping between cases);
+    - ``inputs``: making the case's tensors (``Case.materialize``);
+    - ``kernel``: running the kernel (in the worker process too: the round trip);
+    - ``verdict``: ``check`` of the outputs;
+    - ``outcome``: classifying the verdict (failure class, boundary score, reasons);
+    - ``bookkeeping``: the engine's own per-case work (recording, memory watch, progress);
+    - ``shrink``: shrinking a finding (its evaluations included), after the search.
+
+    ``to_dict`` gives the seconds, the milliseconds per case and each phase's share."""
+
+    PHASES = ("draw", "inputs", "kernel", "verdict", "outcome", "bookkeeping", "shrink")
+
+    def __init__(self):
+        self.seconds = dict.fromkeys(self.PHASES, 0.0)
+
+    def add(self, phase: str, seconds: float) -> None:
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
+
+    def to_dict(self, cases: int) -> dict:
+        search = sum(v for k, v in self.seconds.items() if k != "shrink")
+        return {"cases": cases,
+                "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
+                "ms_per_case": {k: round(1e3 * v / cases, 3) if cases else None
+                                for k, v in self.seconds.items() if k != "shrink"},
+                "share": {k: round(v / search, 4) if search > 0 else None
+                          for k, v in self.seconds.items() if k != "shrink"}}
 
 
 class MemoryWatch:

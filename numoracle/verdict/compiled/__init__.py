@@ -64,7 +64,7 @@ def _param_key(params: dict):
 def plan_for(program, inputs, outputs, params, prof, p, modes, nonfinite, settings):
     """The plan of this call's signature (counting the call), or None when the settings or
     the arguments keep it eager."""
-    if settings.compile == "never" or not modes or not can_compile():
+    if settings.compile == "never" or not modes:
         return None
     structs, tensors = [], []
     for x in list(inputs) + list(outputs):
@@ -88,6 +88,11 @@ def plan_for(program, inputs, outputs, params, prof, p, modes, nonfinite, settin
                                       len(inputs), elements, settings,
                                       tensors[0].device.type if tensors else "cpu", judged)
         plan.calls += 1
+    # whether torch.compile can be used is asked only of a plan about to compile: importing
+    # Inductor (and Dynamo, sympy) costs seconds, which a process whose signatures stay eager
+    # (compile='auto' below compile_min_elements: a stream of small shapes) never pays
+    if plan.ready and not can_compile():
+        return None
     return plan
 
 

@@ -1,0 +1,325 @@
+"""Verdict throughput on a stream of shapes (issue #26), side by side with what a user
+would write instead, and with another checkout of numoracle (the baseline), in one run.
+
+Three measurements, each in a fresh process per (side, operator), the sides interleaved
+(``--side NAME=PATH``: PATH is put first on PYTHONPATH; the default is this checkout):
+
+- ``stream``: verdicts per second over a drawn stream of shapes (rows 1-64, columns
+  1-4096, uniform; bf16) for ``no.check`` (default settings) and for a float64 torch
+  reference + ``torch.testing.assert_close`` of the same outputs.  Inputs and kernel
+  outputs (the emulator's; the torch quantizer for per_token_group_quant_fp8) are made
+  before the clock starts.  Two streams of different shapes: ``cold`` (the first, with
+  whatever compiling the side does) and ``warm`` (the next one, all new shapes).
+- ``one``: one signature of 256x4096 = 1,048,576 elements, the verdict (default
+  settings, after its warm-up calls) over the float64 reference, best of ``--reps``.
+- ``fuzz``: ``numoracle.runner.fuzz`` of rms_norm's correct kernel on the interpreter
+  backend (no shrinking), cases/s, and the per-case breakdown the run reports (where the
+  side reports one).
+
+    python benchmarks/throughput.py --side before=/work/main --side after=$PWD \\
+        --cases 200 --out docs/results/throughput.json
+
+Targets (issue #26, CPU): stream >= 1/5 of the float64 reference + assert_close; one
+signature at 10^6 <= 3x its float64 reference.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+OPS = ("rms_norm", "layer_norm", "softmax", "cross_entropy", "per_token_group_quant_fp8")
+HERE = os.path.dirname(os.path.abspath(__file__))
+STREAM_TARGET = 1 / 5        # numoracle's verdicts/s over the reference + assert_close's
+ONE_TARGET = 3.0             # verdict time over the float64 reference at 10^6 elements
+
+
+def shapes(op_name: str, n: int, seed: int):
+    """n (rows, cols) drawn uniformly: rows 1-64, cols 1-4096 (a multiple of the quantizer's
+    group size for per_token_group_quant_fp8, which needs it)."""
+    import random
+    rng = random.Random(f"{op_name}:{seed}")
+    out = []
+    for _ in range(n):
+        rows = rng.randint(1, 64)
+        cols = rng.randint(1, 32) * 128 if op_name == "per_token_group_quant_fp8" else rng.randint(1, 4096)
+        out.append((rows, cols))
+    return out
+
+
+def make_cases(op_name: str, n: int, seed: int):
+    import torch
+    from numoracle import operators
+    op = operators.get(op_name)
+    cases = []
+    for k, (rows, cols) in enumerate(shapes(op_name, n, seed)):
+        inputs, params = op.example(seed * 100003 + k, dtype=torch.bfloat16, family="calibration", rows=rows,
+                                    cols=cols)
+        if op_name == "per_token_group_quant_fp8":
+            from numoracle.operators.ops_vllm import torch_group_quant
+            params = dict(params, group_size=128, column_major_scales=False)
+            outs = torch_group_quant(inputs[0], **params)
+        else:
+            from numoracle.selftest.emulator import Plan, emulate
+            outs = emulate(op.reference, inputs, params, Plan(seed=k))
+        cases.append((inputs, params, outs))
+    return op, cases
+
+
+def _flat(outs):
+    outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+    return [o[0] if isinstance(o, tuple) else o for o in outs]
+
+
+def reference_check(op_name, inputs, params, outs):
+    """What a user writes instead of numoracle: a float64 torch reference and
+    ``torch.testing.assert_close`` with bf16's default tolerances (a mismatch is caught:
+    its report is part of the cost)."""
+    import torch
+    sys.path.insert(0, HERE)
+    import run as B
+    ref = B._ref64(op_name, inputs, params)
+    ref = list(ref) if isinstance(ref, (tuple, list)) else [ref]
+    got = _flat(outs)
+    if op_name == "rms_norm":          # the registered reference's outputs: y (and rstd, not in _ref64)
+        got = got[:1]
+    if op_name == "per_token_group_quant_fp8":
+        q, s = got[0], got[1]
+        got = [q.double(), s.double().reshape(ref[1].shape)]
+        ref = [ref[0].clamp(-448, 448), ref[1]]
+    for g, r in zip(got, ref):
+        try:
+            torch.testing.assert_close(g.double().reshape(r.shape), r, rtol=1.6e-2, atol=1e-5)
+        except AssertionError:
+            pass
+    return True
+
+
+def child_stream(op_name: str, cases: int, seed: int) -> dict:
+    import torch
+    import numoracle as no
+    from numoracle.check import check
+    row = {"op": op_name, "cases": cases, "numoracle": no.__file__, "threads": torch.get_num_threads()}
+    for phase, s in (("cold", seed), ("warm", seed + 1)):
+        op, cs = make_cases(op_name, cases, s)
+        row[f"{phase}_elements"] = sum(c[0][0].numel() for c in cs)
+        t = time.perf_counter()
+        for inputs, params, outs in cs:
+            reference_check(op_name, inputs, params, outs)
+        row[f"{phase}_reference_s"] = time.perf_counter() - t
+        statuses: dict = {}
+        t = time.perf_counter()
+        for inputs, params, outs in cs:
+            v = check(op.reference, outs, inputs, params, mode="statistical")
+            statuses[v.status] = statuses.get(v.status, 0) + 1
+        row[f"{phase}_numoracle_s"] = time.perf_counter() - t
+        row[f"{phase}_statuses"] = statuses
+        row[f"{phase}_reference_per_s"] = cases / row[f"{phase}_reference_s"]
+        row[f"{phase}_numoracle_per_s"] = cases / row[f"{phase}_numoracle_s"]
+        row[f"{phase}_ratio"] = row[f"{phase}_numoracle_per_s"] / row[f"{phase}_reference_per_s"]
+    try:
+        from numoracle import compiled
+        row["plans"] = len(compiled.plans())
+        row["compiled_plans"] = sum(1 for p in compiled.plans() if p.fn is not None and p.failed is None)
+    except Exception:
+        pass
+    return row
+
+
+def child_one(op_name: str, reps: int) -> dict:
+    import torch
+    sys.path.insert(0, HERE)
+    import run as B
+    from numoracle.check import check
+    op, inputs, params, outs = B.setup(op_name, 1 << 20, "cpu")
+    if op_name == "per_token_group_quant_fp8":
+        from numoracle.operators.ops_vllm import torch_group_quant
+        params = dict(params, column_major_scales=False)
+        outs = torch_group_quant(inputs[0], **params)
+
+    def verdict():
+        return check(op.reference, outs, inputs, params, mode="statistical")
+    row = {"op": op_name, "elements": inputs[0].numel(), "threads": torch.get_num_threads()}
+    t = time.perf_counter()
+    for _ in range(4):               # eager calls, then the compile (default settings)
+        verdict()
+    row["warmup_s"] = time.perf_counter() - t
+    row["status"] = verdict().status
+    from numoracle.verdict import compiled
+    row["compiled"] = any(p.fn is not None and p.failed is None for p in compiled.plans())
+    row["ref64_s"] = B._time(lambda: B._ref64(op_name, inputs, params), "cpu", reps)
+    row["verdict_s"] = B._time(verdict, "cpu", reps)
+    row["ratio"] = row["verdict_s"] / row["ref64_s"]
+    return row
+
+
+def child_fuzz(op_name: str, seconds: float, seed: int, backend_name: str = "interpreter") -> dict:
+    from numoracle import backends, operators
+    from numoracle.runner import fuzz
+    backend = backends.select(backend_name)
+    op = operators.get(op_name)
+    t = time.perf_counter()
+    res = fuzz(op, "correct", backend=backend, mode="statistical", max_examples=10 ** 9, seconds=seconds,
+               seed=seed, shrink=False, stop_on_first=False, database=None, isolate=False)
+    wall = time.perf_counter() - t
+    d = res.to_dict()
+    row = {"op": op_name, "cases": res.totals.cases, "seconds": res.elapsed, "wall_s": wall,
+           "cases_per_s": res.totals.cases / res.elapsed if res.elapsed else 0.0,
+           "totals": res.totals.to_dict(), "breakdown": d.get("breakdown")}
+    return row
+
+
+class _Stop(Exception):
+    pass
+
+
+def child_hypothesis_loop(op_name: str, backend_name: str, seconds: float, seed: int) -> dict:
+    """What the fuzz loop is compared with: a plain Hypothesis loop over the same cases
+    (``numoracle.strategies.cases``), the same kernel, a float64 reference and
+    ``assert_close`` (rms_norm's y against its float64 reference), cases/s."""
+    import torch
+    from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
+    from numoracle import backends, operators
+    from numoracle.runner.execute import call_kernel
+    from numoracle.runner.kernels import resolve
+    from numoracle.strategies import cases
+    sys.path.insert(0, HERE)
+    import run as B
+    backend = backends.select(backend_name)
+    device = backend.device
+    op = operators.get(op_name)
+    kfn, _ = resolve(op, "correct")
+    state = {"n": 0, "deadline": time.time() + seconds, "t0": None}
+
+    @hseed(seed)
+    @settings(max_examples=10 ** 9, deadline=None, database=None, suppress_health_check=list(HealthCheck),
+              phases=[Phase.generate])
+    @given(cases(op))
+    def loop(case):
+        if state["t0"] is None:
+            state["t0"] = time.perf_counter()
+        if time.time() > state["deadline"]:
+            raise _Stop
+        inputs, params = case.materialize(device, op)
+        outs = call_kernel(kfn, inputs, params, dict(case.config), device=device)
+        y = _flat(outs)[0]
+        ref = B._ref64(op_name, inputs, params) if op_name in B.OPS else None
+        if ref is not None and not isinstance(ref, tuple):
+            try:
+                torch.testing.assert_close(y.double(), ref, rtol=1.6e-2, atol=1e-5)
+            except AssertionError:
+                pass
+        state["n"] += 1
+    t = time.perf_counter()
+    try:
+        loop()
+    except _Stop:
+        pass
+    wall = time.perf_counter() - t
+    return {"op": op_name, "backend": backend_name, "cases": state["n"], "seconds": wall,
+            "cases_per_s": state["n"] / wall if wall else 0.0}
+
+
+def _child(path: str, what: str, *args) -> dict:
+    env = dict(os.environ, PYTHONPATH=path + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    code = ("import json, sys; sys.path.insert(0, %r); import throughput as T; "
+            "print('@@' + json.dumps(T.child_%s(*%r), default=str))" % (HERE, what, args))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=path)
+    for line in p.stdout.splitlines():
+        if line.startswith("@@"):
+            return json.loads(line[2:])
+    return {"error": (p.stderr.strip().splitlines() or ["no output"])[-1][:500]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--side", action="append", default=[],
+                    help="NAME=PATH: a checkout of numoracle to measure (repeatable; default: this one)")
+    ap.add_argument("--ops", default=",".join(OPS))
+    ap.add_argument("--cases", type=int, default=200, help="shapes per stream")
+    ap.add_argument("--seed", type=int, default=26)
+    ap.add_argument("--reps", type=int, default=5, help="best of this many at 10^6")
+    ap.add_argument("--fuzz-seconds", type=float, default=20.0)
+    ap.add_argument("--fuzz-op", default="rms_norm")
+    ap.add_argument("--fuzz-backend", default="interpreter", help="the fuzz measurement's backend (gpu on the H200)")
+    ap.add_argument("--skip", default="", help="comma-separated: stream, one, fuzz, loop")
+    ap.add_argument("--out", default="")
+    a = ap.parse_args(argv)
+    sides = [s.split("=", 1) for s in a.side] or [["this", os.path.dirname(HERE)]]
+    ops = a.ops.split(",")
+    skip = set(filter(None, a.skip.split(",")))
+    result = {"meta": {"command": " ".join([os.path.relpath(sys.argv[0])] + (argv or sys.argv[1:])),
+                       "sides": {k: v for k, v in sides}, "machine": platform.node(), "cores": os.cpu_count(),
+                       "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       "targets": {"stream_ratio": STREAM_TARGET, "one_ratio": ONE_TARGET}},
+              "stream": [], "one": [], "fuzz": []}
+    for name, path in sides:
+        commit = subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", path, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        result["meta"].setdefault("commits", {})[name] = commit + ("+dirty" if dirty else "")
+
+    def save():
+        if a.out:
+            with open(a.out, "w") as fh:
+                json.dump(result, fh, indent=1)
+    if "stream" not in skip:
+        print(f"stream of {a.cases} shapes (cold: first stream, warm: the next, new shapes), verdicts/s")
+        print(f"{'side':8s} {'operator':26s} {'ref/s':>8s} {'no/s cold':>10s} {'ratio':>7s} {'ref/s':>8s} "
+              f"{'no/s warm':>10s} {'ratio':>7s}")
+        for op in ops:
+            for name, path in sides:
+                r = _child(path, "stream", op, a.cases, a.seed)
+                r["side"] = name
+                result["stream"].append(r)
+                if "error" in r:
+                    print(f"{name:8s} {op:26s} error: {r['error']}", flush=True)
+                else:
+                    print(f"{name:8s} {op:26s} {r['cold_reference_per_s']:8.1f} {r['cold_numoracle_per_s']:10.1f} "
+                          f"{r['cold_ratio']:7.3f} {r['warm_reference_per_s']:8.1f} {r['warm_numoracle_per_s']:10.1f} "
+                          f"{r['warm_ratio']:7.3f}", flush=True)
+                save()
+    if "one" not in skip:
+        print("one signature, 1,048,576 elements: verdict / float64 reference (best of reps)")
+        for op in ops:
+            for name, path in sides:
+                r = _child(path, "one", op, a.reps)
+                r["side"] = name
+                result["one"].append(r)
+                if "error" in r:
+                    print(f"{name:8s} {op:26s} error: {r['error']}", flush=True)
+                else:
+                    print(f"{name:8s} {op:26s} ref64 {r['ref64_s'] * 1e3:8.2f} ms  verdict {r['verdict_s'] * 1e3:8.2f} ms"
+                          f"  ratio {r['ratio']:6.2f}  ({r['status']}, warm-up {r['warmup_s']:.1f} s)", flush=True)
+                save()
+    if "fuzz" not in skip:
+        print(f"fuzz {a.fuzz_op} ({a.fuzz_backend}, no shrinking, {a.fuzz_seconds:g} s)")
+        for name, path in sides:
+            r = _child(path, "fuzz", a.fuzz_op, a.fuzz_seconds, a.seed, a.fuzz_backend)
+            r["side"] = name
+            result["fuzz"].append(r)
+            if "error" in r:
+                print(f"{name:8s} error: {r['error']}", flush=True)
+            else:
+                print(f"{name:8s} {r['cases']} cases, {r['cases_per_s']:.1f} cases/s; breakdown: "
+                      f"{json.dumps(r['breakdown'])}", flush=True)
+            save()
+    if "loop" not in skip:
+        r = _child(sides[0][1], "hypothesis_loop", a.fuzz_op, a.fuzz_backend, a.fuzz_seconds, a.seed)
+        result["loop"] = r
+        print(f"Hypothesis + assert_close loop, {a.fuzz_op} ({a.fuzz_backend}): "
+              f"{r.get('cases_per_s', float('nan')):.1f} cases/s {r.get('error', '')}", flush=True)
+        for f in result["fuzz"]:
+            if "cases_per_s" in f and r.get("cases_per_s"):
+                f["over_loop"] = f["cases_per_s"] / r["cases_per_s"]
+    save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
