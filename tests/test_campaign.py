@@ -110,3 +110,24 @@ def test_one_change_pair_replays_its_fault_and_accepts_its_control():
     assert r["control_rejections"] == 0
     assert r["faulty_rejected"] and r["passed"] and r["exposed_by"]
     assert r["first_counterexample"]["explain"].startswith("Kernel output outside")
+
+
+def test_a_resumed_replay_stage_runs_both_entries_of_a_shared_pair_number(monkeypatch):
+    # pairs 3 and 5 each have two entries: a resume must not take one's result for the other
+    from numoracle.studies.campaign import replays as RP
+
+    ran = []
+
+    def fake(p, n_cases, backend, dev, baselines=None):
+        ran.append(RP.key(p))
+        return {"pair": p.pair, "operator": p.operator, "faulty": p.faulty, "faulty_rejected": True,
+                "control_rejections": 0, "cases": n_cases, "faulty_rejections": 1, "exposed_by": [], "seconds": 0}
+
+    monkeypatch.setattr(RP, "replay", fake)
+    first3 = next(p for p in RP.PAIRS if p.pair == 3)
+    done = {RP.key(first3): fake(first3, 1, None, None)}
+    ran.clear()
+    out = RP.run(1, None, "cpu", log=None, done=done)
+    assert len(out) == len(RP.PAIRS) and len({RP.key(r) for r in out}) == len(RP.PAIRS)
+    assert RP.key(first3) not in ran and len(ran) == len(RP.PAIRS) - 1
+    assert [(r["operator"], r["faulty"]) for r in out] == [(p.operator, p.faulty) for p in RP.PAIRS]

@@ -180,10 +180,10 @@ def campaign(out_dir, *, backend="interpreter", size="quick", ops=None, stages=S
             data.setdefault("done", []).append("mutation")
             save()
         if "replays" in stages and "replays" not in data.get("done", []):
-            done = {r["pair"]: r for r in data.get("replays_partial", [])}
+            done = {RP.key(r): r for r in data.get("replays_partial", [])}
 
             def finished(r):
-                done[r["pair"]] = r
+                done[RP.key(r)] = r
                 data["replays_partial"] = list(done.values())
                 save()
             data["replays"] = RP.run(sz["replays"], backend, backend.device, log=log, done=done, on_pair=finished)

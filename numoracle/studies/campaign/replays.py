@@ -138,16 +138,24 @@ def replay(p: Pair, n_cases: int, backend: str, dev: str, baselines=None) -> dic
     return res
 
 
+def key(p) -> str:
+    """A replay's identity (a Pair or a replay's result): its number alone is not one, since
+    pairs 3 and 5 each have two entries (an operator and its backward, or two sources)."""
+    if isinstance(p, dict):
+        return f"{p['pair']}:{p['operator']}/{p['faulty']}"
+    return f"{p.pair}:{p.operator}/{p.faulty}"
+
+
 def run(n_cases: int, backend, dev: str, baselines=None, log=print, done=None, on_pair=None) -> list[dict]:
-    """Every pair's replay, in order; ``done`` (pair number -> result) are those a resumed
+    """Every pair's replay, in order; ``done`` (``key(result)`` -> result) are those a resumed
     campaign has already, and ``on_pair(result)`` is called as each new one ends."""
     ok, missing = available()
     why = {id(q): reason for q, reason in missing}
     done = done or {}
     out = []
     for p in PAIRS:
-        if p.pair in done:
-            out.append(done[p.pair])
+        if key(p) in done:
+            out.append(done[key(p)])
             continue
         if id(p) not in why:
             r = replay(p, n_cases, backend, dev, baselines)
