@@ -136,8 +136,13 @@ def run_reference(program, inputs, params, profile, condensed=True, nonfinite="e
                               f"put every input on the device the kernel ran on.")
     try:
         out = program.fn(*args, **params)
-    except LanguageMisuse:
-        raise                   # the program's own misuse of the language: its message names the fix
+    except LanguageMisuse as exc:
+        # the program's own misuse of the language, whose message names the fix; or an input
+        # that should have passed untracked (labels, indices) given a floating-point dtype,
+        # which made it a tracked tensor: say what was given, so that both readings are seen
+        raise type(exc)(f"{exc} ({program.name} ran on {_described(names, inputs)}: an integer input such as "
+                        f"labels or indices given in a floating-point dtype becomes a tracked tensor and meets "
+                        f"this too; pass it as integers.)") from None
     except _BAD_INPUT_ERRORS as exc:
         detail = " ".join(str(exc).split())
         detail = detail if len(detail) <= 200 else detail[:197] + "..."
