@@ -13,7 +13,6 @@ Kernels import Triton lazily.
 
 from __future__ import annotations
 
-import importlib
 import torch
 
 from ..errors import InvalidArgument
@@ -203,19 +202,13 @@ def resolve(op) -> Operator:
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
+    from .choose import _import
+    module = _import(op, mod, cwd, label=f"operator {op!r}", expected="package.module:attribute")
     try:
-        obj = getattr(importlib.import_module(mod), attr)
-    except SyntaxError as exc:
-        raise InvalidArgument(f"operator {op!r}: {exc.filename}:{exc.lineno}: {exc.msg}; fix the module's syntax.") \
-            from None
-    except (ImportError, AttributeError) as exc:
-        raise InvalidArgument(f"operator {op!r}: cannot import it ({type(exc).__name__}: {exc}); expected "
-                              f"package.module:attribute importable from the current directory ({cwd}).") from None
-    except (Exception, SystemExit) as exc:
-        from .choose import _where
-        what = f"SystemExit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
-        raise InvalidArgument(f"operator {op!r}: importing {mod} raised {what}{_where(exc)}, in the module's own "
-                              f"code; fix the module so that importing it succeeds.") from None
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise InvalidArgument(f"operator {op!r}: {mod} has no attribute {attr!r}; expected package.module:attribute "
+                              f"naming a numoracle.Operator.") from None
     if callable(obj) and not isinstance(obj, Operator):
         obj = obj()
     if not isinstance(obj, Operator):

@@ -43,25 +43,26 @@ def import_kernel(spec: str):
     return pick_outputs(f, pick or None)
 
 
-def _import(spec: str, mod: str, cwd: str):
+def _import(spec: str, mod: str, cwd: str, label: str | None = None, expected: str = "package.module:function"):
     """The user's module ``mod``; whatever its import raises (a syntax error, an exception or
     sys.exit in its own code, a dependency it lacks) is an InvalidArgument naming the file and
-    line, not a traceback."""
+    line, not a traceback.  ``label`` names what was given (default: the --kernel flag)."""
+    label = label or f"--kernel {spec!r}"
     try:
         return importlib.import_module(mod)
     except SyntaxError as exc:
-        raise InvalidArgument(f"--kernel {spec!r}: {exc.filename}:{exc.lineno}: {type(exc).__name__}: {exc.msg}; "
+        raise InvalidArgument(f"{label}: {exc.filename}:{exc.lineno}: {type(exc).__name__}: {exc.msg}; "
                               f"fix the module's syntax.") from None
     except ImportError as exc:
         missing = getattr(exc, "name", None)
         if missing and mod != missing and not mod.startswith(missing + "."):
-            raise InvalidArgument(f"--kernel {spec!r}: {mod} imports {missing!r}, which cannot be imported "
+            raise InvalidArgument(f"{label}: {mod} imports {missing!r}, which cannot be imported "
                                   f"({exc}){_where(exc)}; install it or fix the import.") from None
-        raise InvalidArgument(f"--kernel {spec!r}: cannot import it ({exc}); expected package.module:function "
+        raise InvalidArgument(f"{label}: cannot import it ({exc}); expected {expected} "
                               f"importable from the current directory ({cwd}).") from None
     except (Exception, SystemExit) as exc:
         what = f"SystemExit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
-        raise InvalidArgument(f"--kernel {spec!r}: importing {mod} raised {what}{_where(exc)}, in the module's own "
+        raise InvalidArgument(f"{label}: importing {mod} raised {what}{_where(exc)}, in the module's own "
                               f"code before any kernel ran; fix the module so that importing it succeeds.") from None
 
 
