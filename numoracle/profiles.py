@@ -47,8 +47,11 @@ def register() -> None:
     # deadline=None everywhere: a case's time is the kernel's (Triton's interpreter, a first
     # compilation), bounded by numoracle's kernel_timeout, not a property of the test
     hsettings.register_profile("ci", hsettings(ci, max_examples=10, deadline=None))
-    hsettings.register_profile("dev", max_examples=100, deadline=None)
-    hsettings.register_profile("long", max_examples=100_000, deadline=None)
+    # dev and long from Hypothesis's defaults, not from whatever profile is loaded: under CI
+    # Hypothesis loads its own ci profile (derandomized, no database) before this runs
+    base = hsettings.get_profile("default")
+    hsettings.register_profile("dev", hsettings(base, max_examples=100, deadline=None))
+    hsettings.register_profile("long", hsettings(base, max_examples=100_000, deadline=None))
     for name, fields in NUMORACLE.items():
         settings.register_profile(name, **fields)
 
