@@ -580,8 +580,7 @@ kind("labels_float", lambda d: edit_meta(lambda m: m["inputs"][1].update(format=
      or put_array("input1", np.array([0x4040, 0x40A0], np.uint16), d), base="ce", file=NPZ, says="labels")
 kind("labels_other_length", lambda d: _rec("inputs", 1, "shape", [3])(d) or put_array("input1", np.array([1, 2, 3]), d),
      base="ce", file=NPZ, says="labels")
-kind("labels_negative", lambda d: put_array("input1", np.array([-5, 3]), d), base="ce", file=NPZ, says="labels",
-     xfail="the cross_entropy reference (operators/references.py) clamps labels: -5 is judged as label 0")
+kind("labels_negative", lambda d: put_array("input1", np.array([-5, 3]), d), base="ce", file=NPZ, says="labels")
 kind("labels_ignore_index", lambda d: put_array("input1", np.array([-100, 3]), d), base="ce", status="ok",
      why="-100 is cross_entropy's ignore_index: the row is ignored, by the kernel and the reference")
 # the path
@@ -682,7 +681,7 @@ kind("npz_is_a_torch_save", lambda d: torch.save({"input0": _payload(d)}, d / NP
 LOADS = {"op_unknown", "operator_module_missing", "operator_not_an_operator", "operator_is_another_op",
          "kernel_unknown_without_outputs", "param_unknown_name", "param_bad_choice", "param_wrong_type", "param_nan",
          "backend_gpu_without_cuda", "output_missing_from_both_saved_outputs",
-         "output_other_shape_in_both_saved_outputs", "outputs_none_saved_outputs_asked", "labels_out_of_range",
+         "output_other_shape_in_both_saved_outputs", "outputs_none_saved_outputs_asked", "labels_out_of_range", "labels_negative",
          "labels_far_out_of_range", "labels_float", "labels_other_length", "kernel_module_syntax_error",
          "kernel_module_raises_at_import", "finding_error_kernel_gone", "finding_reject_with_wrong_shape_outputs"}
 # replay finds these against the operator before reading inputs.npz; corpus.load, which knows

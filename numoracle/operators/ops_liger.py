@@ -119,7 +119,7 @@ def fused_linear_cross_entropy(x, w, labels, *, ignore_index=IGNORE_INDEX, reduc
         e = no.exp2((xf - m) * LOG2E)
         d = no.sum(e, axis=-1, keepdims=True)
         lse = m + no.log(d)
-        loss = lse.squeeze(-1) - no.gather(xf, yc.clamp(min=0), axis=-1)
+        loss = lse.squeeze(-1) - no.gather(xf, torch.where(kc, yc, 0), axis=-1)
         g = e / d
         g = no.where(cols[None, :] == yc[:, None], g - 1.0, g)
         if reduction == "mean":

@@ -82,7 +82,7 @@ def cross_entropy_loss(logits, labels, *, logit_scale=0.0, softcap=0.0, chunk_si
     else:
         lse = no.logsumexp(xf, axis=-1, exp="exp")
     keep = labels != IGNORE_INDEX
-    loss = lse - no.gather(xf, labels.clamp(min=0), axis=-1)
+    loss = lse - no.gather(xf, torch.where(keep, labels, 0), axis=-1)
     return no.where(keep, loss, 0.0), lse
 
 

@@ -125,7 +125,7 @@ def cross_entropy(logits, labels, *, ignore_index=-100, reduction="mean"):
     xf = logits.to(fp32)
     keep = labels != ignore_index
     lse = no.logsumexp(xf, axis=-1, exp="exp2")
-    loss = lse - no.gather(xf, labels.clamp(min=0), axis=-1)
+    loss = lse - no.gather(xf, torch.where(keep, labels, 0), axis=-1)
     if reduction == "mean":
         loss = no.div(loss, kept_rows(keep))
     return no.where(keep, loss, 0.0).to(logits.format)
