@@ -84,6 +84,9 @@ def test_compiled_verdicts_equal_eager_ones(fresh, faults):
     op, inputs, params, outs, ve, vc = _eager_and_compiled(faults=faults, judge=check_modes)
     plan = _only_plan()
     assert plan.fn is not None and plan.failed is None
+    # traced whole, with no graph break (what CUDA graphs and one fused verdict need): a
+    # getattr probe on a tracked value once split every plan at the outputs' decoding
+    assert plan.whole, plan.split
     _assert_same(ve, vc)
     assert ve["statistical"].status == ("accept" if not faults else "reject")
     assert vc["statistical"].explain() == ve["statistical"].explain()
