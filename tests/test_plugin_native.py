@@ -45,7 +45,9 @@ def _hypothesis_profile_restored():
 HERE = """
 from hypothesis import settings
 from hypothesis.database import DirectoryBasedExampleDatabase
-settings.register_profile("here", database=DirectoryBasedExampleDatabase(".hypothesis/examples"))
+# from Hypothesis's default profile: under CI the loaded one is its derandomized ci profile
+settings.register_profile("here", settings.get_profile("default"),
+                          database=DirectoryBasedExampleDatabase(".hypothesis/examples"))
 """
 
 
