@@ -30,6 +30,8 @@ def add_arguments(p) -> None:
     p.add_argument("--chunk", type=common.positive_int, default=None,
                    help="cases per work unit of the correct stage (default: one unit per kernel and input group)")
     p.add_argument("--report", action="store_true", help="write report.html and report.md at the end")
+    common.add_params(p, where="for every operator of the campaign that takes it, in the correct and mutation "
+                               "stages (the change pairs keep their recorded configurations)")
     common.add_isolate(p)
     common.add_timeout(p)
     common.add_json(p)
@@ -53,6 +55,7 @@ def run(args) -> int:
                         overrides={"correct": args.cases, "replays": args.replay_cases, "mutation": args.mutation_cases,
                                    "max_mutants": args.max_mutants, "mutation_seconds": args.mutation_seconds},
                         executor=executor, scheduler=args.scheduler, workers=args.workers, chunk=args.chunk,
+                        params=common.parse_params(args),
                         log=common.progress(args))
     if args.report:
         write(args.out)

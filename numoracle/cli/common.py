@@ -154,14 +154,15 @@ def add_out(p, help="also write the JSON report to this file") -> None:
     p.add_argument("--out", default=None, metavar="PATH", help=help)
 
 
-def add_params(p) -> None:
+def add_params(p, where: str = "") -> None:
     p.add_argument("--param", action="append", default=None, metavar="NAME=VALUE",
-                   help="fix an operator parameter (repeatable; VALUE as a Python literal, else a string), "
-                        "e.g. --param casting=llama --param eps=1e-5 (default: drawn from the operator's domain)")
+                   help="fix an operator parameter (repeatable; VALUE as a Python literal, else a string)"
+                        + (f", {where}" if where else "") +
+                        ", e.g. --param casting=llama --param eps=1e-5 (default: drawn from the operator's domain)")
 
 
-def params(args, op) -> dict:
-    """The --param values, checked against the operator's reference: {name: value}."""
+def parse_params(args) -> dict:
+    """The --param values as {name: value}, not yet checked against an operator."""
     import ast
     out = {}
     for item in args.param or ():
@@ -174,6 +175,12 @@ def params(args, op) -> dict:
         except (ValueError, SyntaxError):
             value = text.strip()
         out[name] = value
+    return out
+
+
+def params(args, op) -> dict:
+    """The --param values, checked against the operator's reference: {name: value}."""
+    out = parse_params(args)
     if out:
         op.reference.check_params(out)
     return out

@@ -324,15 +324,16 @@ def sweep_shapes(op) -> list:
     return out
 
 
-def sweep_cases(op, n: int, groups=None, seed0: int = 1000) -> list:
+def sweep_cases(op, n: int, groups=None, seed0: int = 1000, params=None) -> list:
     """n cases cycling through the input groups, the operator's formats (those with a torch
     dtype), a few CI-sized shapes and its parameter choices, seeds seed0, seed0 + 1, ...:
     the campaign's cases.  Formats change from one case to the next (so a short run sees all
-    of them) and, over len(groups) * len(formats) cases, every group meets every format."""
+    of them) and, over len(groups) * len(formats) cases, every group meets every format.
+    ``params``: parameters fixed to one value (the others still cycle)."""
     groups = list(groups or GROUPS)
     fmts = [f for f in op.domain.formats if f in ("bf16", "fp16", "fp32")] or ["bf16"]
     shp = sweep_shapes(op)
-    choices = list(op.domain.params.items())
+    choices = list({**op.domain.params, **{k: (v,) for k, v in (params or {}).items()}}.items())
     out = []
     for i in range(n):
         rows, cols = shp[i % len(shp)]

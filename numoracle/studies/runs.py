@@ -149,13 +149,13 @@ def run_kernel(op, fn, kernel_name, cases, baselines, *, backend="interpreter", 
 
 
 def calibrate(op, *, dtype="bf16", rows=4, cols=96, n=8, seed=10_000, backend="interpreter",
-              margin=2.0):
+              margin=2.0, params=None):
     """Fit the tuned tolerance on ``n`` calibration-group runs of the correct kernel
-    (seeds disjoint from campaign seeds)."""
+    (seeds disjoint from campaign seeds; ``params`` fixed as in the runs it is compared with)."""
     from ..backends import resolve
     from ..oracles.baselines import TunedTolerance
     dev = resolve(backend).device
-    cases = group_cases(op, ["calibration"], n, dtype, rows, cols, seed)
+    cases = group_cases(op, ["calibration"], n, dtype, rows, cols, seed, params=params)
     obs, errors = [], []
     fn = op.kernels["correct"]
     for case in cases:
@@ -172,10 +172,10 @@ def calibrate(op, *, dtype="bf16", rows=4, cols=96, n=8, seed=10_000, backend="i
     return TunedTolerance.fit(obs, margin=margin)
 
 
-def oracles_for(op, *, dtype="bf16", rows=4, cols=96, backend="interpreter", k_ulp=2.0, n_cal=8):
+def oracles_for(op, *, dtype="bf16", rows=4, cols=96, backend="interpreter", k_ulp=2.0, n_cal=8, params=None):
     """The baselines for one operator: the fixed ones plus the tolerance tuned on its
     calibration group."""
-    tuned = calibrate(op, dtype=dtype, rows=rows, cols=cols, n=n_cal, backend=backend)
+    tuned = calibrate(op, dtype=dtype, rows=rows, cols=cols, n=n_cal, backend=backend, params=params)
     return default_baselines(tuned, k_ulp)
 
 

@@ -111,8 +111,9 @@ class CampaignDir:
         if self.json.exists():
             from .report import load
             data = load(self.json)
-            old = {k: data["meta"].get(k) for k in ("backend", "size", "ops")}
-            new = {k: meta.get(k) for k in ("backend", "size", "ops")}
+            # a campaign written before parameters could be fixed has none ({})
+            old = {k: data["meta"].get(k, {} if k == "params" else None) for k in ("backend", "size", "ops", "params")}
+            new = {k: meta.get(k) for k in ("backend", "size", "ops", "params")}
             if old != new:
                 from ...errors import InvalidArgument
                 raise InvalidArgument(f"{self.json} holds a campaign with {old}, not {new}; use another --out "
@@ -138,26 +139,53 @@ class _Clock:
         self.data["meta"]["seconds"] = round(self.before + time.time() - self.t0, 1)
 
 
+def fixed_params(names, params) -> dict:
+    """{operator: {name: value}}: each of ``params`` given to every operator of ``names`` whose
+    reference takes it (and checked against it there).  A name no operator takes is an error:
+    a misspelt parameter would otherwise leave the campaign drawing it silently."""
+    from ... import operators
+    from ...errors import InvalidArgument
+    params = dict(params or {})
+    out, used = {}, set()
+    for name in names:
+        ref = operators.resolve(name).reference
+        mine = {k: v for k, v in params.items() if k in ref.param_names}
+        if mine:
+            out[name] = ref.check_params(mine)
+            used |= set(mine)
+    unused = sorted(set(params) - used)
+    if unused:
+        takes = {n: list(operators.resolve(n).reference.param_names) for n in names}
+        raise InvalidArgument(f"parameter(s) {unused}: no operator of this campaign takes them; their parameters "
+                              f"are {takes}.")
+    return out
+
+
 def campaign(out_dir, *, backend="interpreter", size="quick", ops=None, stages=STAGES, log=None,
              mutation_ops=None, overrides=None, executor="inline", workers=None, scheduler=None,
-             chunk=None) -> dict:
+             chunk=None, params=None) -> dict:
     """Run (or resume) a campaign; returns the results also written to
     ``out_dir/campaign.json``.  The correct stage runs as work units on ``executor``
     ("inline": in this process; "local": worker processes; "dask": a Dask cluster, at
     ``scheduler`` or started here), cut into at most ``chunk`` cases each; the mutation
     stage one operator at a time (``mutation_ops`` narrows it; default ``ops``), the
     replays one change pair at a time.  Every finished unit of every stage is on disk
-    before the next starts."""
+    before the next starts.  ``params`` ({name: value}) fixes those parameters for every
+    operator that takes them, in the correct and mutation stages; the change pairs keep
+    the configurations they were recorded with.  A resumed campaign must be given the same
+    ``params``."""
     from ... import backends, operators
     from . import mutation as MU
     from . import replays as RP
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     backend = backends.select(backend)
     names = list(ops or operators.names())
+    fixed = fixed_params(list(dict.fromkeys(names + list(mutation_ops or []))), params)
     sz = {**SIZES[size], **{k: v for k, v in (overrides or {}).items() if v is not None}}
     stages = tuple(stages)
-    meta = {"backend": backend.name, "size": size, "ops": names, "date": time.strftime("%Y-%m-%d"),
-            "device": device_name(backend.device), **versions()}
+    meta = {"backend": backend.name, "size": size, "ops": names, "params": {k: repr(v) for k, v in
+                                                                            sorted((params or {}).items())},
+            "date": time.strftime("%Y-%m-%d"), "device": device_name(backend.device), **versions()}
     with CampaignDir(out_dir) as d:
         data = d.load(meta)
         data["meta"].update({k: meta[k] for k in ("date", "device")})
@@ -169,11 +197,11 @@ def campaign(out_dir, *, backend="interpreter", size="quick", ops=None, stages=S
 
         if "correct" in stages:
             run_correct_stage(names, sz["correct"], backend.name, executor, scheduler, d, data=data,
-                              workers=workers, chunk=chunk, log=log, save=save)
+                              workers=workers, chunk=chunk, log=log, save=save, params=fixed)
         if "mutation" in stages and "mutation" not in data.get("done", []):
             m, data["frontier"] = MU.run(mutation_ops or names, sz["mutation"], backend.name, d.mutation, log=log,
                                          max_mutants=sz["max_mutants"], time_budget=sz["mutation_seconds"],
-                                         on_operator=lambda name: save())
+                                         on_operator=lambda name: save(), params=fixed)
             # the tuned tolerance under input shift comes from the same correct-kernel runs
             data["tuned_shift"] = m.pop("tuned_shift", None)
             data["mutation"] = m
@@ -196,19 +224,21 @@ def campaign(out_dir, *, backend="interpreter", size="quick", ops=None, stages=S
 def run_correct_stage(names, n_cases: int, backend: str, executor: str = "inline", scheduler: str | None = None,
                       out=None, *, data: dict | None = None, workers: int | None = None, chunk: int | None = None,
                       retries: int = 2, unit_fn=None, log=None, client=None, cluster_options=None, kernels=None,
-                      save=None) -> dict:
+                      save=None, params=None) -> dict:
     """Fill ``data["correct"]`` (created if absent) with every kernel of ``names`` over
     ``n_cases`` cases, run as units on ``executor``; returns ``data["correct"]``.  With
     ``out`` (a CampaignDir), unit results go to its ``units/`` as they end, and ``save()``
     writes ``data`` as kernels complete.  ``kernels``: only these kernel names of each
-    operator; ``unit_fn`` replaces ``units.run_correct_unit`` (tests)."""
+    operator; ``params``: {operator: {name: value}} fixed (``fixed_params``); ``unit_fn``
+    replaces ``units.run_correct_unit`` (tests)."""
     from ..executors import map_units
     from . import units as U
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
     data = {} if data is None else data
     res = data.setdefault("correct", {})
     units_dir = out.units if out is not None else None
-    units = [u for u in U.correct_units(names, n_cases, backend, chunk=chunk, kernels=kernels) if u.key not in res]
+    units = [u for u in U.correct_units(names, n_cases, backend, chunk=chunk, kernels=kernels, params=params)
+             if u.key not in res]
     merger = U.Merger(units)
     todo = []
     for u in units:

@@ -24,10 +24,10 @@ MODES = ("statistical", "fixed")
 HIST_EDGES = [-4.0 + 0.5 * i for i in range(21)]          # 1e-4 .. 1e6
 
 
-def cases(op, n: int, groups=None, seed0: int = 1000) -> list:
-    """The stage's n cases of an operator (``strategies.sweep_cases``): every kernel of the
-    operator sees the same ones."""
-    return sweep_cases(op, n, groups=groups, seed0=seed0)
+def cases(op, n: int, groups=None, seed0: int = 1000, params=None) -> list:
+    """The stage's n cases of an operator (``strategies.sweep_cases``; ``params`` fixed):
+    every kernel of the operator sees the same ones."""
+    return sweep_cases(op, n, groups=groups, seed0=seed0, params=params)
 
 
 def widths(v):
@@ -139,12 +139,14 @@ def sweep_kernel(op, kname, kernel, case_list, backend, dev, progress=None, raw=
     return out
 
 
-def run(op_names, n_cases: int, backend: str, dev: str, log=print) -> dict:
+def run(op_names, n_cases: int, backend: str, dev: str, log=print, params=None) -> dict:
+    """Every kernel of ``op_names`` over ``n_cases`` cases in this process; ``params``:
+    {operator: {name: value}} fixed per operator."""
     from ... import operators
     results = {}
     for name in op_names:
         op = operators.resolve(name)
-        cl = cases(op, n_cases)
+        cl = cases(op, n_cases, params=(params or {}).get(name))
         for kname in op.kernel_specs:
             try:
                 kernel = op.kernels[kname]

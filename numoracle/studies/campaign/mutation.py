@@ -92,12 +92,13 @@ def tuned_shift(results) -> dict:
 
 
 def run_operator(name: str, *, backend: str, per_group: int, max_mutants: int, seconds: float,
-                 dtype="bf16") -> tuple[dict | None, str | None]:
-    """One operator's campaign in a child process: (result dict, failure text)."""
+                 dtype="bf16", params=None) -> tuple[dict | None, str | None]:
+    """One operator's campaign in a child process: (result dict, failure text).  ``params``
+    travel as a Python literal (read back with ``ast.literal_eval``, never unpickled)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "op.json")
         cmd = [sys.executable, "-m", "numoracle.studies.campaign.mutation", name, out, backend, str(per_group),
-               str(max_mutants), str(seconds), dtype]
+               str(max_mutants), str(seconds), dtype, repr(dict(params or {}))]
         from ...processes import child_environment
         proc = subprocess.run(cmd, capture_output=True, text=True, env=child_environment())
         if proc.returncode != 0 or not os.path.exists(out):
@@ -107,11 +108,12 @@ def run_operator(name: str, *, backend: str, per_group: int, max_mutants: int, s
 
 
 def run(names, per_group: int, backend: str, out_dir, log=print, max_mutants: int = 40,
-        time_budget: float = 3600.0, on_operator=None):
+        time_budget: float = 3600.0, on_operator=None, params=None):
     """The stage: returns (mutation summary, frontier).  Each operator's result (or why it
     failed) is written to ``out_dir/<operator>.json`` when it ends and ``on_operator(name)``
     is called; an operator already there (a resumed campaign) is not run again.  The time
-    budget is this run's, shared by the operators still to run."""
+    budget is this run's, shared by the operators still to run.  ``params``: {operator:
+    {name: value}} fixed in that operator's cases."""
     t0 = time.time()
     results, failures = [], {}
     out = None if out_dir is None else os.fspath(out_dir)
@@ -135,7 +137,7 @@ def run(names, per_group: int, backend: str, out_dir, log=print, max_mutants: in
             failures[name] = "not run: time budget spent"     # not written: a resumed run runs it
             continue
         d, why = run_operator(name, backend=backend, per_group=per_group, max_mutants=max_mutants,
-                              seconds=left / (len(todo) - i))
+                              seconds=left / (len(todo) - i), params=(params or {}).get(name))
         if d is None:
             failures[name] = why
             log(f"[mutation] {name}: FAILED {why}")
@@ -164,14 +166,15 @@ def _write(path: str, data) -> None:
 
 
 def _child(argv) -> int:
-    name, out, backend, per_group, max_mutants, seconds, dtype = argv
+    import ast
+    name, out, backend, per_group, max_mutants, seconds, dtype, params = argv
     from ...processes import die_with_parent
     die_with_parent()                      # a killed campaign leaves no mutation run behind
     from ...backends import select
     from ..mutation import run_campaign
     backend = select(backend).name
     c = run_campaign(name, backend=backend, dtype=dtype, per_group=int(per_group), max_mutants=int(max_mutants),
-                     deadline=time.time() + float(seconds))
+                     deadline=time.time() + float(seconds), params=ast.literal_eval(params) or None)
     with open(out, "w", encoding="utf-8") as fh:
         json.dump(c.to_dict(), fh)
     return 0

@@ -24,16 +24,19 @@ SEED0 = 1000
 
 # ---- units ---------------------------------------------------------------------------------------
 
-def correct_units(names, n_cases: int, backend: str, *, chunk: int | None = None, kernels=None) -> list[Unit]:
+def correct_units(names, n_cases: int, backend: str, *, chunk: int | None = None, kernels=None,
+                  params=None) -> list[Unit]:
     """The units of the correct stage: per operator, kernel and input group, the group's
     cases cut into seed ranges of at most ``chunk`` cases (all of the group's cases in one
-    unit by default)."""
+    unit by default).  ``params``: {operator: {name: value}} fixed, carried by the units."""
     from ... import operators
     units = []
     for name in names:
         op = operators.resolve(name)
+        fixed = tuple(sorted((params or {}).get(name, {}).items()))
+        settings = (("n_cases", n_cases),) + ((("params", fixed),) if fixed else ())
         by_group: dict = {}
-        for case in C.cases(op, n_cases, seed0=SEED0):
+        for case in C.cases(op, n_cases, seed0=SEED0, params=dict(fixed)):
             by_group.setdefault(case.group, []).append(case.seed)
         for kname in op.kernel_specs:
             if kernels is not None and kname not in kernels:
@@ -43,7 +46,7 @@ def correct_units(names, n_cases: int, backend: str, *, chunk: int | None = None
                 for i in range(0, len(seeds), step):
                     part = seeds[i:i + step]
                     units.append(Unit("correct", name, kname, group, (part[0], part[-1] + 1), backend,
-                                      (("n_cases", n_cases),)))
+                                      settings))
     return units
 
 
@@ -51,7 +54,8 @@ def unit_cases(unit: Unit):
     from ... import operators
     op = operators.resolve(unit.op)
     lo, hi = unit.seeds
-    return [c for c in C.cases(op, unit.get("n_cases"), seed0=SEED0) if c.group == unit.group and lo <= c.seed < hi]
+    return [c for c in C.cases(op, unit.get("n_cases"), seed0=SEED0, params=dict(unit.get("params", ())))
+            if c.group == unit.group and lo <= c.seed < hi]
 
 
 def run_correct_unit(unit: Unit) -> dict:

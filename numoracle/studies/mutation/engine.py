@@ -371,7 +371,7 @@ def run_campaign(op_name, *, backend="interpreter", dtype="bf16", groups=None, p
     op = operators.resolve(op_name)
     op_name = op.name            # a spec or an Operator object names it in ids and reports by its name
     baselines = CR.oracles_for(op, dtype=dtype, rows=rows, cols=cols, backend=backend, n_cal=n_cal,
-                               k_ulp=k_ulp)
+                               k_ulp=k_ulp, params=params)
     oracles = ["numoracle"] + [b.name for b in baselines]
     tuned = next(b for b in baselines if b.name == "tuned").to_dict()
     cases = group_cases(op, groups, per_group, dtype, rows, cols, seed, params=params)
