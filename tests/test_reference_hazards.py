@@ -349,3 +349,73 @@ def test_a_tainted_condition_leaves_the_element_uncertified():
     leaves = (p64.abs() > big) | ((p64 - float(torch.tensor(3.4e38, dtype=torch.float32))).abs() > big)
     assert leaves[0, 7] and not leaves[0, 2:7].any()
     assert torch.equal(r.taint.expand(X.shape), leaves)
+
+
+# ------------------------------------------------------------------- exact special arguments
+
+def _exp_ref(x):
+    return no.exp(x)
+
+
+def _softmax_num(x):
+    # a softmax numerator: at the row's maximum the argument is x - x = 0 exactly
+    return no.exp(x - no.max(x, axis=-1, keepdims=True))
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "gpu"])
+def test_exp_of_an_exact_zero_is_one_with_no_library_allowance(backend):
+    # before: exp(0) had the full math-library allowance (3.7 ulp on the interpreter, 55 on
+    # the H200), so an fp32 exp(0) stored as 1 + ulp was accepted
+    x = torch.tensor([[0.0, -0.0, 1.0]], dtype=torch.float32)
+    ev = no.evaluate(no.reference(_exp_ref), [x], {}, backend=backend)
+    o = ev.check(torch.exp(x), "fixed").outputs[0]
+    assert o.lo[0, :2].tolist() == o.hi[0, :2].tolist() == [1.0, 1.0]
+    assert float(o.hi[0, 2] - o.lo[0, 2]) > 0                # elsewhere the allowance stays
+    assert ev.check(torch.exp(x), "fixed").status == "accept"
+    off = torch.exp(x)
+    off[0, 0] = torch.nextafter(torch.tensor(1.0), torch.tensor(2.0))
+    assert {m: v.status for m, v in ev.judge(off).items()} == {"statistical": "reject", "fixed": "reject"}
+
+
+def test_an_exactly_zero_argument_inside_a_program_is_exact_too():
+    x = torch.tensor([[0.5, 2.0, -1.0, 2.0]], dtype=torch.float32)
+    ev = no.evaluate(no.reference(_softmax_num), [x], {})
+    o = ev.check(torch.exp(x - x.max(-1, keepdim=True).values), "fixed").outputs[0]
+    assert o.lo[0, 1] == o.hi[0, 1] == 1.0 and o.lo[0, 3] == o.hi[0, 3] == 1.0
+    assert float(o.hi[0, 0] - o.lo[0, 0]) > 0
+
+
+def test_an_argument_that_is_only_near_the_point_keeps_the_allowance():
+    # x is bf16 data times a rounded fp32 scale: its enclosure is not a point, so exp(x)
+    # near 0 is not treated as exp(0)
+    def prog(x, s):
+        return no.exp(x.to(fp32) * s)
+    x = torch.tensor([[0.0, 1e-3]], dtype=torch.bfloat16)
+    s = torch.tensor([[0.3]], dtype=torch.float32)
+    o = no.evaluate(no.reference(prog), [x, s], {}).check(torch.exp(x.float() * s), "fixed").outputs[0]
+    assert o.lo[0, 0] == o.hi[0, 0] == 1.0                  # 0 * s is exactly 0
+    assert float(o.hi[0, 1] - o.lo[0, 1]) > 0
+
+
+def test_every_shipped_profile_exact_point_is_an_exact_value_of_its_function():
+    from numoracle import mathlib
+    from numoracle.calculus.functions import FUNCTIONS
+    names = {"sqrt_rn": "sqrt", "recip": "reciprocal"}
+    for prof in ("interpreter", "h200", "cuda_documented"):
+        p = mathlib.load(prof)
+        assert p.exact, prof
+        for call, points in p.exact.items():
+            f = FUNCTIONS[names.get(call, call)]
+            for x0, f0 in points:
+                assert float(f.value(torch.tensor(x0, dtype=torch.float64))) == f0, (prof, call, x0)
+                assert float(torch.tensor(f0, dtype=torch.float32)) == f0           # an fp32 value
+
+
+def test_the_emulated_library_returns_the_exact_points_and_is_accepted():
+    from numoracle.selftest import emulator
+    x = torch.tensor([[0.0, 0.0, 0.7, -0.0]], dtype=torch.float32)
+    for plan in [emulator.Plan(seed=s, math="extreme") for s in range(3)] + [emulator.Plan.adversarial(seed=1)]:
+        y = emulator.emulate(no.reference(_exp_ref), [x], {}, plan)
+        y = y[0] if isinstance(y, (list, tuple)) else y
+        assert y[0, 0] == 1.0 and y[0, 3] == 1.0
+        assert no.check(_exp_ref, y, [x], mode="fixed").status == "accept"

@@ -1041,7 +1041,30 @@ def apply(x: Tracked, name: str, call: str | None = None) -> Tracked:
     # a profile measured in ulps below 1 for functions inside (-1, 1) lets a saturated value
     # count its error in 2^-24, not the 2^-23 of the binade its float64 centre 1.0 is in
     below = FUNCTIONS[name].strict_bound if x.ctx.profile.units_below_one else None
-    return _library_error(t, call, x_abs, call, below=below)
+    return _at_exact_points(_library_error(t, call, x_abs, call, below=below), x, call)
+
+
+def _at_exact_points(t: Tracked, x: Tracked, call: str) -> Tracked:
+    """Where the argument is known exactly (no error, no taint) and is one of the profile's
+    exact points of ``call`` (x0 at which the library returns f(x0) bit for bit, exp(0) = 1),
+    the result is f(x0) with no error at all."""
+    ctx = x.ctx
+    points = ctx.profile.exact_points(call)
+    if not points:
+        return t
+    known = x.radius() == 0
+    if x.taint is not None:
+        known = known & ~x.taint
+    hit = torch.zeros_like(known)
+    c = t.c
+    for x0, f0 in points:
+        at = known & (x.c == x0)
+        hit = hit | at
+        c = torch.where(at, f0, c)
+    if not ctx.any(hit):
+        return t
+    taint = None if t.taint is None else t.taint & ~hit
+    return Tracked(c, t.fmt, FM.masked(t.form, ~hit), ctx, taint=taint)
 
 
 

@@ -43,6 +43,13 @@ class MathProfile:
     # were measured in ulps of values below 1, also where float64 rounds the exact value to
     # +-1 (calibrate.BELOW_ONE): the calculus may then count them so (2^-24 near 1)
     units_below_one: bool = False
+    # fn -> ((x, f(x)), ...): arguments at which every kernel call of fn returns f(x) exactly
+    # (exp(0) = 1), measured by ``numoracle calibrate`` or documented; there the calculus
+    # gives the call no error at all
+    exact: dict = field(default_factory=dict)
+
+    def exact_points(self, fn: str) -> tuple:
+        return self.exact.get(fn, ())
 
     def model(self, fn: str) -> ErrorModel:
         try:
@@ -60,6 +67,7 @@ class MathProfile:
             "ftz": self.ftz,
             "units_below_one": self.units_below_one,
             "functions": {k: {"a": m.a, "b": m.b} for k, m in self.functions.items()},
+            "exact": {k: [list(p) for p in v] for k, v in self.exact.items()},
             "provenance": self.provenance,
         }
 
@@ -67,12 +75,16 @@ class MathProfile:
 def from_dict(d: dict) -> MathProfile:
     try:
         fns = {k: ErrorModel(float(v["a"]), float(v.get("b", 0.0))) for k, v in d["functions"].items()}
+        exact = {k: tuple((float(x), float(fx)) for x, fx in v) for k, v in d.get("exact", {}).items()}
+        unknown = sorted(set(exact) - set(fns))
+        if unknown:
+            raise ValueError(f"exact points for {unknown}, which have no error model")
         return MathProfile(str(d["name"]), fns, bool(d.get("ftz", False)), dict(d.get("provenance", {})),
-                           bool(d.get("units_below_one", False)))
+                           bool(d.get("units_below_one", False)), exact)
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidArgument(
             f"malformed math profile: {exc!r}. Expected {{'name': str, 'ftz': bool, "
-            f"'functions': {{fn: {{'a': ulps, 'b': ulps per |x|}}}}}}."
+            f"'functions': {{fn: {{'a': ulps, 'b': ulps per |x|}}}}, optionally 'exact': {{fn: [[x, f(x)], ...]}}}}."
         ) from None
 
 

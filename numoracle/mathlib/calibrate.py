@@ -506,6 +506,35 @@ def _refine_points(spec: Spec, x: np.ndarray, got: np.ndarray, ftz: bool, k: int
     return pts[np.isfinite(pts)]
 
 
+# Candidate exact points (x, f(x)): arguments whose exact result is an fp32 value that a math
+# library plausibly returns exactly (IEEE special cases, e.g. exp(+-0) = 1, cos(+-0) = 1).  A
+# point enters a profile only where every kernel call of the function returns f(x) bit for bit,
+# for +0 and -0 alike where x is 0 (the calculus cannot tell them apart).
+EXACT_CANDIDATES = {
+    "exp": ((0.0, 1.0),), "exp2": ((0.0, 1.0), (1.0, 2.0), (-1.0, 0.5)),
+    "log": ((1.0, 0.0),), "log2": ((1.0, 0.0), (2.0, 1.0), (0.5, -1.0)),
+    "rsqrt": ((1.0, 1.0), (4.0, 0.5)), "sqrt": ((0.0, 0.0), (1.0, 1.0), (4.0, 2.0)),
+    "sqrt_rn": ((0.0, 0.0), (1.0, 1.0), (4.0, 2.0)),
+    "sigmoid": ((0.0, 0.5),), "tanh": ((0.0, 0.0),), "erf": ((0.0, 0.0),),
+    "sin": ((0.0, 0.0),), "cos": ((0.0, 1.0),),
+}
+
+
+def exact_points(run: Runner, key: str, copies: int = 4096) -> list:
+    """The candidate points of ``key`` at which every one of its kernel calls returns the
+    exact value, on ``copies`` lanes each (all must agree), [[x, f(x)], ...]."""
+    found = []
+    for x, fx in EXACT_CANDIDATES.get(key, ()):
+        ok = True
+        for call in SPECS[key].calls:
+            for arg in ((x, -x) if x == 0 else (x,)):
+                got = run(call, np.full(copies, arg, np.float32))
+                ok = ok and bool(np.all(got == np.float32(fx)))
+        if ok:
+            found.append([x, fx])
+    return found
+
+
 def measure_call(run: Runner, key: str, call: str, n: int, seed: int, ftz: bool, refine: int = 32) -> dict:
     spec = _call_spec(key, call)
     rng = np.random.default_rng(seed)
@@ -720,13 +749,14 @@ def calibrate(backend: str = "interpreter", functions=None, samples: int = 1 << 
                     + (f", {res['uncovered']['count']} UNCOVERED" if "uncovered" in res else ""))
         fitted = fit_function(key, points, run.backend, margin)
         fitted["calls"] = calls
+        fitted["exact"] = exact_points(run, key)
         fitted["samples"] = sum(c["samples"] for c in calls.values())
         report[key] = fitted
         funcs[key] = fitted["bound"]
         if log:
             b = fitted["bound"]
             log(f"{key:8s} max {fitted['max_ulp']:.4g} ulp -> bound {b['a']:g}" + (f" + {b['b']:g}|x|" if b['b'] else ""))
-    inherited = {}
+    inherited, inherited_exact = {}, {}
     base_below_one = False
     if base:
         from . import load
@@ -736,6 +766,8 @@ def calibrate(backend: str = "interpreter", functions=None, samples: int = 1 << 
             if k not in funcs:
                 funcs[k] = {"a": m.a, "b": m.b}
                 inherited[k] = bp.name
+                if bp.exact_points(k):
+                    inherited_exact[k] = [list(q) for q in bp.exact_points(k)]
         ftz = ftz or bp.ftz
         base_below_one = bp.units_below_one
     # measured here, these functions' errors are in ulps below 1 (BELOW_ONE); inherited ones only
@@ -762,8 +794,10 @@ def calibrate(backend: str = "interpreter", functions=None, samples: int = 1 << 
     if not name:   # "NVIDIA H200" -> "h200"; the interpreter -> "interpreter"
         name = run.backend if run.backend == "interpreter" else \
             (prov["device"].split()[-1].lower() if prov["device"].split() else "gpu")
+    exact = {**inherited_exact, **{k: v["exact"] for k, v in report.items() if v.get("exact")}}
     profile = {"name": name, "ftz": bool(ftz), "units_below_one": below_one,
-               "functions": {k: funcs[k] for k in FUNCTION_NAMES if k in funcs}, "provenance": prov,
+               "functions": {k: funcs[k] for k in FUNCTION_NAMES if k in funcs},
+               "exact": {k: exact[k] for k in FUNCTION_NAMES if k in exact}, "provenance": prov,
                "measurements": {k: {kk: vv for kk, vv in v.items()} for k, v in report.items()}}
     from_dict(profile)  # the loader must read what we write
     return profile, report, uncovered

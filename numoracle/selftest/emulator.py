@@ -245,7 +245,11 @@ def apply(x: Emulated, name: str, call: str) -> Emulated:
     if x.fmt in (F.bf16, F.fp16):
         return apply(_widen(x), name, call).to(x.fmt)
     exact = _EXACT[name](x.v)
-    return Emulated(_library(x.plan, exact, call, x.v.abs(), name), F.fp32, x.plan, pre=exact)
+    v = _library(x.plan, exact, call, x.v.abs(), name)
+    # at the profile's exact points the library returns f(x0) itself (exp(0) = 1)
+    for x0, f0 in x.plan.profile.exact_points(call):
+        v = torch.where(x.v == x0, torch.full_like(v, f0), v)
+    return Emulated(v, F.fp32, x.plan, pre=exact)
 
 
 def div_rn(a, b):
