@@ -300,3 +300,23 @@ def test_mutation_finds_sites_in_the_mx_kernels_and_mutants_load():
         assert len(kinds) >= 6
         m = engine.load_source(mod, mutators.apply_site(source, sites[0]), "test")
         assert callable(getattr(m, "mxfp4_quant", None) or getattr(m, "mx_matmul"))
+
+
+def test_scale_after_the_dot_overflowing_its_intermediate_is_uncertified_not_rejected():
+    # found by the long adversarial search (seed 1265, format_boundary): the scale-after-dot
+    # variant computes (dot of the codes) * 2^Ea * 2^Eb, and dot * 2^Ea overflowed fp32 to inf
+    # where the product, 2.2e38, is finite: the reference's certificate now covers that plan's
+    # intermediates, so those elements are uncertified, not a false alarm
+    from numoracle.runner.execute import execute
+    from numoracle.strategies import Case
+    op = no.operators.resolve("mx_scaled_matmul")
+    case = Case("mx_scaled_matmul", "bf16", 9, 64, "format_boundary", 0, (), (("out", "fp32"),), (), 1265)
+    inputs, params = case.materialize("cpu", op)
+    for spec in ("scale_after_dot", "correct"):
+        ran = execute(op.kernels[spec], inputs, params)
+        assert ran.ok, ran.error
+        v = no.check(op.reference, ran.outputs, inputs, params, mode="fixed")
+        assert v.status == "uncertified", (spec, v.explain())
+        assert any("scale after the dot" in s.label for s in v.certificate.failing), v.certificate.failing
+    after = execute(op.kernels["scale_after_dot"], inputs, params).outputs
+    assert not torch.isfinite(after[0] if isinstance(after, (list, tuple)) else after).all()

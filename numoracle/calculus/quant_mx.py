@@ -414,3 +414,36 @@ def dequantize(codes: Tracked, scales: Tracked, block: int, tensor_scale: Tracke
     if tensor_scale is not None:
         v = v * tensor_scale.to(F.fp32)
     return v
+
+
+def after_dot_sites(acc: Tracked, a: Tracked, a_s: Tracked, b: Tracked, b_s: Tracked, block: int) -> Tracked:
+    """The certificate of the other plan of an MX matmul (docs/design.md §4.5): each
+    ``block``-wide K block's dot of the codes in fp32, times 2^Ea, times 2^Eb, added to the
+    accumulator ``acc`` (the fp32 result of the dequantize-first plan, whose region covers
+    this plan too while both scalings are exact).  A scaling is exact unless it overflows or
+    lands below fp32's subnormal spacing: every fp32 partial sum of the block's code
+    products is a multiple of lb = (smallest subnormal of a's format) x (b's), so the scaled
+    block dot is exact where lb x 2^E >= 2^-149.  Where dot x 2^Ea may overflow (the partial
+    sums are at most S = sum |a_k b_k| over the block) or a scaling may be inexact, the
+    element is uncertified (never accepted or rejected): returns ``acc`` so tainted."""
+    from .tracked import _or
+    ctx = a.ctx
+    M, K = a.c.shape
+    N, G = b.c.shape[0], K // block
+    S = torch.einsum("mgk,ngk->mng", a.c.abs().reshape(M, G, block), b.c.abs().reshape(N, G, block))
+    sa, sb = a_s.c[:, None, :], b_s.c[None, :, :]
+    scaled = S * sa
+    big = scaled.amax(-1)
+    over = big <= F.fp32.max_finite
+    ctx.record(ctx.label(f"block dot x 2^Ea (scale after the dot, blocks of {block})"), "range", "fp32",
+               f"|value| <= {F.fp32.max_finite:.6g}", over, big)
+    lb = a.repr_fmt.min_subnormal * b.repr_fmt.min_subnormal
+    inexact = (S > 0) & ((lb * sa < F.fp32.min_subnormal) | (lb * sa * sb < F.fp32.min_subnormal))
+    exact = ~inexact.any(-1)
+    ctx.record(ctx.label(f"block dot x 2^Ea x 2^Eb exact (scale after the dot, blocks of {block})"), "range",
+               "fp32", f"lb x scale >= {F.fp32.min_subnormal:.6g}", exact,
+               torch.where(inexact, lb * sa * torch.minimum(sb, torch.ones_like(sb)), torch.zeros_like(S)).amax(-1))
+    bad = ~(over & exact)
+    if not ctx.any(bad):
+        return acc
+    return Tracked(acc.c, acc.fmt, acc.form, ctx, repr_fmt=acc.repr_fmt, taint=_or(acc.taint, bad))

@@ -29,6 +29,7 @@ from numoracle import formats as F
 from numoracle.formats import bf16, fp32
 from numoracle.operators import Domain, Operator, _register
 from numoracle.families import fill
+from numoracle.calculus import quant_mx as QM
 
 _K = "numoracle.operators.kernels."
 _Q = _K + "mx_quant:"
@@ -67,18 +68,25 @@ def nvfp4_quantize(x, *, block_size=16, nibble_order="low_first", eps=1e-10):
     return q.codes, q.scales, q.tensor_scale
 
 
-def _mx_matmul(a1, b1, out):
+def _mx_matmul(a1, b1, out, after=None):
     """Σ_k a1[m, k]·b1[n, k]: the dequantized operands rounded to bf16 (exact but below bf16's
     normals), products exact in fp32, any order of fp32 accumulation (every tiling, the
-    scale applied before or after each 32-wide block's dot, split-K), one store rounding."""
-    return no.matmul(a1.to(bf16), b1.to(bf16).T, acc=fp32, order="any").to(out)
+    scale applied before or after each 32-wide block's dot, split-K), one store rounding.
+    ``after`` = (a, a_s, b, b_s, block): the codes and scales, whose scale-after-the-dot
+    plan adds its own certificate sites (an intermediate dot·2^Ea can overflow where the
+    result would not)."""
+    acc = no.matmul(a1.to(bf16), b1.to(bf16).T, acc=fp32, order="any")
+    if after is not None:
+        acc = QM.after_dot_sites(acc, *after)
+    return acc.to(out)
 
 
 @no.reference
 def mx_scaled_matmul(a, a_s, b, b_s, *, block_size=32, out="bf16"):
     """C = (a·2^a_s) @ (b·2^b_s)ᵀ on MX operands: a MXFP8 [M, K], b MXFP8 [N, K] or MXFP4
     (packed along K), E8M0 scales per 32 values of K."""
-    return _mx_matmul(no.dequantize(a, a_s, block_size), no.dequantize(b, b_s, block_size), out)
+    return _mx_matmul(no.dequantize(a, a_s, block_size), no.dequantize(b, b_s, block_size), out,
+                      after=(a, a_s, b, b_s, block_size))
 
 
 @no.reference
