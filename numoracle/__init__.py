@@ -16,7 +16,8 @@ from .errors import TensorsChanged as TensorsChanged
 from .errors import Uncertified as Uncertified
 from .reference import (
     Reference as Reference, cat as cat, clamp as clamp, cos as cos, div as div, div_rn as div_rn,
-    erf as erf, exp as exp, exp2 as exp2, full_like as full_like, gather as gather, ones_like as ones_like,
+    erf as erf, exp as exp, exp2 as exp2, full_like as full_like, gather as gather, launch as launch,
+    ones_like as ones_like,
     zeros_like as zeros_like, log as log, log2 as log2,
     logsumexp as logsumexp, matmul as matmul, max as max, maximum as maximum, mean as mean,
     min as min, mul as mul, minimum as minimum, quantize_group as quantize_group, reciprocal as reciprocal,
@@ -31,7 +32,8 @@ from .verdict.verdict import Verdict as Verdict
 __version__ = "0.1.0"
 
 __all__ = [
-    "formats", "check", "check_modes", "evaluate", "assert_accepted", "Verdict", "reference", "Reference", "settings",
+    "formats", "check", "check_modes", "evaluate", "assert_accepted", "Verdict", "reference", "Reference", "launch",
+    "settings",
     "NumoracleError", "InvalidArgument", "OracleViolation", "Uncertified", "TensorsChanged",
     "sum", "mean", "max", "min", "logsumexp", "matmul", "where", "maximum", "minimum", "clamp",
     "full_like", "zeros_like", "ones_like", "gather", "cat", "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh",

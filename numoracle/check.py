@@ -79,14 +79,15 @@ def _params(params) -> dict:
 
 
 def evaluate(program, inputs, params=None, *, backend="interpreter", profile=None, p=None, nonfinite=None,
-             settings=None) -> evaluation.Evaluation:
+             settings=None, launch=None) -> evaluation.Evaluation:
     """The reference program evaluated once on ``inputs``: its regions, against which
     ``.judge(outputs)`` (both modes) and ``.check(outputs, mode)`` judge any number of
     candidate kernel outputs (a kernel and its mutants, several tolerances' candidates)
-    without running the calculus again.  Always eager."""
+    without running the calculus again.  Always eager.  ``launch``: the kernel's launch
+    configuration ({name: value}) for the program's ``no.launch()`` parameters."""
     program = _program(program)
     _, p, nonfinite = _options(settings, p, nonfinite)
-    inputs, params = _inputs(inputs), _params(params)
+    inputs, params = _inputs(inputs), program.with_launch(_params(params), launch)
     backend = backends.resolve(backend, profile=profile)
     prof = backend.profile()
     ev = evaluation.evaluate(program, inputs, params, prof, p, nonfinite)
@@ -98,27 +99,32 @@ def evaluate(program, inputs, params=None, *, backend="interpreter", profile=Non
 
 
 def check(program, outputs, inputs, params=None, *, mode="statistical", backend="interpreter",
-          p=None, profile=None, nonfinite=None, confirm=True, settings=None, kernel=None) -> Verdict:
+          p=None, profile=None, nonfinite=None, confirm=True, settings=None, kernel=None, launch=None) -> Verdict:
     """Judge kernel ``outputs`` against ``program`` on ``inputs``.  Never raises on a bad
     kernel: the verdict says accept, reject or uncertified.  ``p`` and ``nonfinite``
     default to the settings' (``numoracle.settings``).  ``kernel``: the launcher that made
     ``outputs`` (``kernel(*inputs, **params)``); with ``settings.plan_check`` on, the
     verdict's assumptions carry its plan check (``numoracle.plan.assumption``, once per input
-    signature; docs/plan.md)."""
+    signature; docs/plan.md).  ``launch``: the launch configuration the outputs were
+    computed with ({name: value}: constexprs, num_warps, ...), for the program's
+    ``no.launch()`` parameters (the runner passes what it recorded)."""
     return check_modes(program, outputs, inputs, params, modes=(mode,), backend=backend, p=p,
                        profile=profile, nonfinite=nonfinite, confirm=confirm, settings=settings,
-                       kernel=kernel)[mode]
+                       kernel=kernel, launch=launch)[mode]
 
 
 def check_modes(program, outputs, inputs, params=None, *, modes=MODES, backend="interpreter",
-                p=None, profile=None, nonfinite=None, confirm=True, settings=None, kernel=None) -> dict:
+                p=None, profile=None, nonfinite=None, confirm=True, settings=None, kernel=None,
+                launch=None) -> dict:
     """``check`` in several modes from one run of the reference program (the regions are the
     same; only the radius used differs): mode -> Verdict."""
     s, p, nonfinite = _options(settings, p, nonfinite)
-    result = _check_modes(program, outputs, inputs, params, modes, backend, p, profile, nonfinite, confirm, s)
+    given = _params(params)
+    result = _check_modes(program, outputs, inputs, _program(program).with_launch(given, launch), modes, backend,
+                          p, profile, nonfinite, confirm, s)
     if kernel is not None and s.plan_check:
         from .plan.assume import annotate
-        annotate(result, _program(program), kernel, _inputs(inputs), params)
+        annotate(result, _program(program), kernel, _inputs(inputs), given)
     return result
 
 

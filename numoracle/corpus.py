@@ -215,19 +215,22 @@ def save(corpus, op, kernel_spec: str, outcome, *, backend: str, mode: str, expe
         out_recs.append({"name": out_names[j] if j < len(out_names) else f"out{j}", "key": f"output{j}", **rec})
     cid = case_id(op.name, kernel_spec, arrays)
     final = Path(corpus) / op.name / slug(kernel_spec) / cid
+    launch = {**dict(kernel_config or {}), **(getattr(outcome, "launch", None) or {})}
     if outs and judged:
-        verdicts = {m: check(op.reference, outs, outcome.inputs, outcome.params, mode=m, backend=backend)
-                    for m in ("statistical", "fixed")}
+        verdicts = {m: check(op.reference, outs, outcome.inputs, outcome.params, mode=m, backend=backend,
+                             launch=launch) for m in ("statistical", "fixed")}
         certificate = verdicts["fixed"].certificate.to_dict()
     else:                   # the kernel returned nothing: the reference's certificate on these inputs
         verdicts = {}
-        certificate = evaluate(op.reference, outcome.inputs, outcome.params, backend=backend).certificate().to_dict()
+        certificate = evaluate(op.reference, outcome.inputs, outcome.params, backend=backend,
+                               launch=launch).certificate().to_dict()
     case = outcome.case
     meta = {
         "schema": SCHEMA, "id": cid, "op": op.name, "operator": op.spec,
         "kernel": {"spec": kernel_spec, "registered": op.has_kernel(kernel_spec),
                    "config": _jsonable(kernel_config or {})},
         "params": _jsonable(outcome.params), "backend": backend, "mode": mode,
+        **({"launch": _jsonable(outcome.launch)} if getattr(outcome, "launch", None) else {}),
         "seed": None if case is None else case.seed, "group": None if case is None else case.group,
         "case": None if case is None else _jsonable(case.to_dict()),
         "inputs": in_recs, "outputs": out_recs,
@@ -443,6 +446,11 @@ def _check_meta(meta, cj: Path) -> None:
     need("certificate", lambda v: isinstance(v, dict), "the certificate (an object)")
     if "expect" in meta:
         need("expect", lambda v: v in EXPECTS, f"one of {list(EXPECTS)}")
+    if meta.get("launch") is not None:
+        need("launch", lambda v: isinstance(v, dict) and all(
+            isinstance(k, str) and (isinstance(x, (int, float, str, bool, type(None))) or (
+                isinstance(x, list) and all(isinstance(y, (int, float, str, bool, type(None))) for y in x)))
+            for k, x in v.items()), "an object of the kernel's launch values by name (numbers, strings, booleans)")
     if meta.get("finding") is not None:
         _check_finding(meta["finding"], cj)
     _declared(meta, cj)

@@ -16,12 +16,41 @@ import inspect
 from .errors import InvalidArgument, LanguageMisuse
 
 __all__ = [
-    "reference", "Reference", "sum", "mean", "max", "min", "logsumexp", "matmul",
+    "reference", "Reference", "launch", "sum", "mean", "max", "min", "logsumexp", "matmul",
     "where", "maximum", "minimum", "clamp", "gather", "cat", "full_like", "zeros_like", "ones_like",
     "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh", "erf",
     "sin", "cos", "reciprocal", "div", "mul", "div_rn", "quantize_group", "quantize_mx", "quantize_nvfp4",
     "dequantize",
 ]
+
+
+class LaunchValue:
+    """The default of a reference keyword parameter read from the kernel's launch (``no.launch``)."""
+
+    __slots__ = ("default",)
+    MISSING = object()
+
+    def __init__(self, default=MISSING):
+        self.default = default
+
+    def __repr__(self):
+        return "no.launch()" if self.default is LaunchValue.MISSING else f"no.launch({self.default!r})"
+
+
+def launch(default=LaunchValue.MISSING):
+    """A reference keyword parameter whose value is the kernel's launch configuration's of the
+    same name: a constexpr (``BLOCK_SIZE``) or compile option (``num_warps``) of the kernel's
+    launches, as an autotuner or the launcher chose it for the outputs judged::
+
+        @no.reference
+        def row_sum(x, *, BLOCK=no.launch()):
+            # the kernel adds tl.sum of each BLOCK-wide tile into an fp32 accumulator
+            return no.sum(x.to(fp32), order=(BLOCK - 1) + -(-x.shape[-1] // BLOCK))
+
+    The runner records every launch of the kernel call it judges; ``check(..., launch={...})``
+    gives the values by hand; ``default`` is used where neither does (judging outputs without
+    their kernel).  A parameter given in ``params`` wins over both."""
+    return LaunchValue(default)
 
 
 class Reference:
@@ -40,7 +69,11 @@ class Reference:
                             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         self.param_names = [p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY]
         self.param_defaults = {p.name: p.default for p in sig.parameters.values()
-                               if p.kind is p.KEYWORD_ONLY and p.default is not p.empty}
+                               if p.kind is p.KEYWORD_ONLY and p.default is not p.empty
+                               and not isinstance(p.default, LaunchValue)}
+        # name -> LaunchValue: parameters read from the kernel's launch configuration
+        self.launch_params = {p.name: p.default for p in sig.parameters.values()
+                              if p.kind is p.KEYWORD_ONLY and isinstance(p.default, LaunchValue)}
         if outputs is not None:
             if isinstance(outputs, str):
                 outputs = (outputs,)
@@ -92,6 +125,37 @@ class Reference:
                 raise InvalidArgument(f"parameter {name}={value!r} of {self.name}: expected a "
                                       f"{type(like).__name__} (like {like!r}).")
         return params
+
+    def with_launch(self, params: dict, launch) -> dict:
+        """``params`` with every launch parameter not in them filled in: from ``launch``
+        ({name: value} of the kernel's launches; a name the launches gave several values holds
+        them as a list), else the parameter's default.  Raises InvalidArgument saying what is
+        missing and how to give it."""
+        if not self.launch_params:
+            return params
+        out = dict(params)
+        launch = dict(launch or {})
+        for name, lv in self.launch_params.items():
+            if name in out:
+                continue
+            if name in launch:
+                v = launch[name]
+                if isinstance(v, list):
+                    raise InvalidArgument(
+                        f"{self.name} reads {name} from the kernel's launch (no.launch()), and the kernel's launches "
+                        f"gave it several values {v}; give the one this output was computed with: "
+                        f"params={{{name!r}: ...}}.")
+                out[name] = v
+            elif lv.default is not LaunchValue.MISSING:
+                out[name] = lv.default
+            else:
+                seen = sorted(launch) or "none recorded"
+                raise InvalidArgument(
+                    f"{self.name} reads {name} from the kernel's launch (no.launch()), but no launch of the kernel "
+                    f"gave it (launch values: {seen}). Judge the outputs through their kernel (the runner records "
+                    f"its launches), give launch={{{name!r}: ...}} (or params=) to check, or a default: "
+                    f"{name}=no.launch(DEFAULT).")
+        return out
 
     def __call__(self, *args, **params):
         return self.fn(*args, **params)

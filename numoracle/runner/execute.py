@@ -163,8 +163,9 @@ def execute(kernel, inputs, params, config=(), *, timeout=None, device="cpu", is
                 warnings.simplefilter("ignore", RuntimeWarning)
                 return worker.shared(backend).call(recipe, inputs, params, dict(config), timeout)
     t0 = time.perf_counter()
+    from .launches import recorded
     try:
-        with warnings.catch_warnings():        # a broken kernel's overflow warnings on the interpreter
+        with warnings.catch_warnings(), recorded() as launch:   # a broken kernel's overflow warnings
             warnings.simplefilter("ignore", RuntimeWarning)
             outs = call_kernel(kernel, inputs, params, dict(config), timeout=timeout, device=device)
     except UserInterrupt:
@@ -186,7 +187,7 @@ def execute(kernel, inputs, params, config=(), *, timeout=None, device="cpu", is
                          traceback=traceback.format_exc()[-1500:], seconds=time.perf_counter() - t0,
                          origin=_origin(exc.__traceback__))
     from .worker import rss_mb
-    return Execution("ok", outs, seconds=time.perf_counter() - t0, rss_mb=rss_mb())
+    return Execution("ok", outs, seconds=time.perf_counter() - t0, rss_mb=rss_mb(), launch=launch)
 
 
 def _has_special_reject(v) -> bool:
@@ -215,8 +216,11 @@ def judge(op, kernel, inputs, params, config=(), *, backend="interpreter", mode=
         out.failure_class = execution_class(ran)
         return out
     outs = ran.outputs
+    # what the reference's no.launch() parameters read: the launches' own values, else the
+    # kernel keywords the case gave
+    launch = {**dict(config), **(ran.launch or {})}
     try:
-        v = check(op.reference, outs, inputs, params, mode=mode, backend=backend)
+        v = check(op.reference, outs, inputs, params, mode=mode, backend=backend, launch=launch)
     except (InvalidArgument, NumoracleError) as exc:   # wrong number/shape/dtype/device of outputs
         return Outcome("error", case, error=f"outputs not judgeable: {exc}"[:800],
                        seconds=time.perf_counter() - t0, inputs=inputs, params=params, outputs=outs,
@@ -242,7 +246,7 @@ def judge(op, kernel, inputs, params, config=(), *, backend="interpreter", mode=
         elif mode == "statistical" and v.confirmation == "statistical-only":
             status = "statistical_only"
     out = Outcome(status, case, v, seconds=time.perf_counter() - t0, score=boundary_score(v),
-                  inputs=inputs, params=params, outputs=outs, rss_mb=ran.rss_mb)
+                  inputs=inputs, params=params, outputs=outs, rss_mb=ran.rss_mb, launch=launch or None)
     if status in ("reject", "nan") and classify:
         out.failure_class = failure_class(v)
     if status == "uncertified":

@@ -39,6 +39,9 @@ class Execution:
     origin: str = ""             # file:line where the kernel raised
     where: str = "in-process"    # "in-process" | "worker"
     rss_mb: float | None = None  # resident memory of the process that ran it, after the call
+    # the launch configuration the call used ({name: value}, runner.launches), for the
+    # reference's no.launch() parameters
+    launch: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -65,6 +68,7 @@ class Outcome:
     outputs: object = field(default=None, repr=False)
     traceback: str = field(default="", repr=False)   # the kernel's (an error) or the worker's dump (a crash)
     rss_mb: float | None = None         # resident memory of the process that ran the kernel, after it
+    launch: dict | None = field(default=None, repr=False)   # the launch values the verdict read
 
     @property
     def is_counterexample(self) -> bool:

@@ -121,8 +121,11 @@ def _replay(path, kernel, backend, saved_outputs, timeout, isolate) -> dict:
 
     # the reference on the saved inputs before a kernel runs on them: inputs the reference
     # cannot run on (labels out of range, shapes that do not fit) are a corrupt case
+    # the launch values the saved verdict read (no.launch() parameters); a re-run's own replace them
+    saved_launch = {**config, **(meta.get("launch") or {})}
     try:
-        ev = evaluate(op.reference, inputs, params, backend=chosen_backend, nonfinite="uncertified")
+        ev = evaluate(op.reference, inputs, params, backend=chosen_backend, nonfinite="uncertified",
+                      launch=saved_launch)
     except InvalidArgument as exc:
         return corrupt(path, f"{npz}: the saved inputs do not fit {op.name}: {exc}", **base)
 
@@ -153,6 +156,10 @@ def _replay(path, kernel, backend, saved_outputs, timeout, isolate) -> dict:
                         "backend": chosen_backend.name, "statuses": {}, "reproduced": True, "verdicts": {}}
             # one output comes back bare: a tensor's truth value is no test of "no outputs"
             outs, ran, note = tuple(outputs_list(done.outputs)), True, f"kernel {kname} re-run on {chosen_backend}"
+            now = {**config, **(done.launch or {})}
+            if op.reference.launch_params and any(now.get(k) != saved_launch.get(k) for k in op.reference.launch_params):
+                ev = evaluate(op.reference, inputs, params, backend=chosen_backend, nonfinite="uncertified",
+                              launch=now)
     if not outs:
         what = "the case saved no outputs" if judged else \
             f"the case is a {finding['status']} finding, saved without outputs,"

@@ -421,9 +421,9 @@ class Worker:
             return Execution("crash", error=f"the worker process {why}", error_type=what, traceback=tail,
                              seconds=time.perf_counter() - t0, where="worker")
         if reply[0] == "ok":
-            _, outs, rss = reply
+            _, outs, rss, launch = reply
             return Execution("ok", unpack(outs, self.backend.device), seconds=time.perf_counter() - t0,
-                             where="worker", rss_mb=rss)
+                             where="worker", rss_mb=rss, launch=unpack(launch))
         _, error_type, text, tb, origin, rss = reply
         return Execution("error", error=text, error_type=error_type, traceback=tb, origin=origin,
                          seconds=time.perf_counter() - t0, where="worker", rss_mb=rss)
@@ -564,6 +564,8 @@ def serve(req_fd: int, res_fd: int, log_fd: int, info: dict, backend, kernels: d
 
     import torch
 
+    from .launches import recorded
+
     die_with_parent()
     log = os.fdopen(log_fd, "w", buffering=1)
     faulthandler.enable(file=log, all_threads=True)
@@ -590,7 +592,8 @@ def serve(req_fd: int, res_fd: int, log_fd: int, info: dict, backend, kernels: d
             if kernel is None:
                 kernel = kernels[recipe] = make(recipe)
             ins = unpack(inputs, backend.device)
-            out = kernel(*ins, **unpack(params), **unpack(config))
+            with recorded() as launch:
+                out = kernel(*ins, **unpack(params), **unpack(config))
             if backend.device.startswith("cuda"):
                 torch.cuda.synchronize()
             sent = pack(out)
@@ -598,7 +601,7 @@ def serve(req_fd: int, res_fd: int, log_fd: int, info: dict, backend, kernels: d
             reply = ("error", type(exc).__name__, f"{type(exc).__name__}: {exc}"[:800],
                      traceback.format_exc()[-1500:], _origin(exc.__traceback__), rss_mb())
         else:
-            reply = ("ok", sent, rss_mb())
+            reply = ("ok", sent, rss_mb(), pack(launch))
         try:
             _send(res_fd, reply)
         except OSError:                        # the parent is gone

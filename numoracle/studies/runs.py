@@ -86,23 +86,27 @@ class Run:
                 "baselines": {k: v.to_dict() for k, v in self.baselines.items()}}
 
 
-def _evaluation(op, case, inputs, params, backend, evaluations):
+def _evaluation(op, case, inputs, params, backend, evaluations, launch=None):
     """The reference evaluated on this case's inputs, once per case where ``evaluations``
-    (case -> Evaluation) is shared between kernels."""
-    if evaluations is not None and case in evaluations:
-        return evaluations[case]
-    ev = evaluate(op.reference, inputs, params, backend=backend, nonfinite="uncertified")
+    ((case, launch values the reference reads) -> Evaluation) is shared between kernels: a
+    reference with ``no.launch()`` parameters is evaluated once per launch configuration."""
+    read = tuple(sorted((k, repr(v)) for k, v in (launch or {}).items() if k in op.reference.launch_params))
+    key = (case, read)
+    if evaluations is not None and key in evaluations:
+        return evaluations[key]
+    ev = evaluate(op.reference, inputs, params, backend=backend, nonfinite="uncertified", launch=launch)
     if evaluations is not None:
-        evaluations[case] = ev
+        evaluations[key] = ev
     return ev
 
 
 def judge(op, case, inputs, params, outputs, kernel_name, baselines, rtols=DEFAULT_RTOLS,
-          backend="interpreter", keep=False, evaluations=None) -> Run:
-    """Judge ``outputs`` of one run with numoracle and ``baselines``."""
+          backend="interpreter", keep=False, evaluations=None, launch=None) -> Run:
+    """Judge ``outputs`` of one run with numoracle and ``baselines``; ``launch``: the run's
+    launch values (``Execution.launch``)."""
     run = Run(case, kernel_name, "ok", digest(outputs))
     try:
-        v = _evaluation(op, case, inputs, params, backend, evaluations).check(
+        v = _evaluation(op, case, inputs, params, backend, evaluations, launch).check(
             tuple(outputs) if len(outputs) > 1 else outputs[0])
     except InvalidArgument as exc:        # wrong dtype/shape from a broken kernel
         run.outcome, run.error = "crash", f"outputs not judgeable: {exc}"[:400]
@@ -144,7 +148,7 @@ def run_kernel(op, fn, kernel_name, cases, baselines, *, backend="interpreter", 
             runs.append(r)
             continue
         runs.append(judge(op, case, inputs, params, outs, kernel_name, baselines, rtols, backend, keep,
-                          evaluations))
+                          evaluations, {**dict(case.config), **(ran.launch or {})}))
     return runs
 
 
@@ -164,7 +168,8 @@ def calibrate(op, *, dtype="bf16", rows=4, cols=96, n=8, seed=10_000, backend="i
         if not ran.ok:             # an invalid case (the example does not fit these params)
             errors.append(f"{case}: {ran.error}")
             continue
-        v = evaluate(op.reference, inputs, params, backend=backend, nonfinite="uncertified").check(ran.outputs)
+        v = evaluate(op.reference, inputs, params, backend=backend, nonfinite="uncertified",
+                     launch=ran.launch).check(ran.outputs)
         obs.append(observe(op.name, v, inputs, params, op.reference))
     if not obs:
         raise InvalidArgument(f"{op.name}'s correct kernel failed on every calibration case; "

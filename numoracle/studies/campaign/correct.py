@@ -95,7 +95,9 @@ def sweep_kernel(op, kname, kernel, case_list, backend, dev, progress=None, raw=
                                      "params": drawn, "error": ran.traceback or ran.error})
             else:
                 outs = ran.outputs
-                for mode, v in check_modes(op.reference, outs, inputs, params, modes=MODES, backend=backend).items():
+                launch = {**dict(case.config), **(ran.launch or {})}
+                for mode, v in check_modes(op.reference, outs, inputs, params, modes=MODES, backend=backend,
+                                           launch=launch).items():
                     g[mode][v.status] = g[mode].get(v.status, 0) + 1
                     w, q, t = widths(v)
                     wid[mode].append(w)

@@ -1,0 +1,129 @@
+"""The launch configuration of one kernel call: the constexprs (``BLOCK_SIZE``) and compile
+options (``num_warps``) of every ``@triton.jit`` launch the call makes, as they reach the
+kernel (after an autotuner or a heuristic chose them), recorded while the launches run.
+
+A reference program reads them through ``no.launch()`` parameters (docs/design.md §3): a
+reduction's order or depth that the launch decides (an autotuned tile) is then written from
+the tile the outputs were computed with.  Values are plain (int, float, bool, str, None);
+a name the call's launches gave different values maps to the list of them."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+
+# launch keywords that are compile options rather than kernel arguments, as Triton reads them
+OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+_PLAIN = (int, float, bool, str, type(None))
+
+
+def _jit_classes() -> list:
+    classes = []
+    try:
+        from triton.runtime.jit import JITFunction
+        classes.append(JITFunction)
+    except ImportError:  # pragma: no cover - Triton absent: nothing launches
+        return []
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+        classes.append(InterpretedFunction)
+    except ImportError:  # pragma: no cover
+        pass
+    return classes
+
+
+def _constexpr_names(fn) -> list:
+    out = []
+    for p in inspect.signature(fn).parameters.values():
+        ann = p.annotation
+        if "constexpr" in (ann if isinstance(ann, str) else getattr(ann, "__name__", str(ann))):
+            out.append(p.name)
+    return out
+
+
+def _note(found: dict, name: str, value) -> None:
+    if hasattr(value, "value"):                   # tl.constexpr
+        value = value.value
+    if not isinstance(value, _PLAIN):
+        value = repr(value)
+    if name not in found:
+        found[name] = value
+    elif isinstance(found[name], list):
+        if value not in found[name]:
+            found[name].append(value)
+    elif found[name] != value:
+        found[name] = [found[name], value]
+
+
+def _record(found: dict, kernel, args, kwargs) -> None:
+    fn = getattr(kernel, "fn", None)
+    if not inspect.isfunction(fn):
+        return
+    bound = inspect.signature(fn).bind_partial(*args, **{k: v for k, v in kwargs.items() if k not in OPTIONS})
+    bound.apply_defaults()
+    for name in _constexpr_names(fn):
+        if name in bound.arguments:
+            _note(found, name, bound.arguments[name])
+    for name in OPTIONS:
+        if name in kwargs:
+            _note(found, name, kwargs[name])
+
+
+def _autotuner():
+    try:
+        from triton.runtime.autotuner import Autotuner
+        return Autotuner
+    except ImportError:  # pragma: no cover
+        return None
+
+
+@contextlib.contextmanager
+def recorded():
+    """Within it every launch is recorded into the yielded dict ({name: value}) and runs.
+    An autotuner's benchmark launches of the configurations it did not choose are forgotten:
+    its chosen configuration's values stand."""
+    found: dict = {}
+    classes = _jit_classes()
+    tuner = _autotuner()
+    saved = {c: c.__dict__.get("run") for c in classes + ([tuner] if tuner is not None else [])}
+
+    def wrap_tuned(orig):
+        def run(self, *args, **kwargs):
+            before = {k: (list(v) if isinstance(v, list) else v) for k, v in found.items()}
+            out = orig(self, *args, **kwargs)
+            cfg = getattr(self, "best_config", None)
+            chosen = cfg.all_kwargs() if cfg is not None and hasattr(cfg, "all_kwargs") else None
+            if chosen is not None:
+                for name, value in chosen.items():
+                    if name in before:
+                        found[name] = before[name]
+                    else:
+                        found.pop(name, None)
+                    _note(found, name, value)
+            return out
+        return run
+
+    def wrap(orig):
+        def run(self, *args, **kwargs):
+            try:
+                _record(found, self, args, {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")})
+            except (TypeError, ValueError):       # a launch that does not bind: Triton will say why
+                pass
+            return orig(self, *args, **kwargs)
+        return run
+
+    try:
+        for c in classes:
+            c.run = wrap(getattr(c, "run"))
+        if tuner is not None:
+            tuner.run = wrap_tuned(getattr(tuner, "run"))
+        yield found
+    finally:
+        for c, orig in saved.items():
+            if orig is None:
+                try:
+                    del c.run
+                except AttributeError:
+                    pass
+            else:
+                c.run = orig
