@@ -253,6 +253,25 @@ def test_dask_fuzz_units_merge_and_stream_corpus(client, tmp_path, backend):
     assert r["reproduced"]
 
 
+def test_a_fuzz_unit_runs_in_the_worker_and_its_corpus_case_is_written_on_the_client(backend, tmp_path):
+    """The worker side of a fuzz unit, run in this process (the default tier's cover of the
+    fuzz executor; the Dask run is the slow tier's): a faulty kernel's counterexample comes
+    back as files, written on the client as a whole case that replays."""
+    from numoracle import InvalidArgument
+    from numoracle.studies.executors.fuzz import fuzz_units, run_fuzz_unit, write_case
+    with pytest.raises(InvalidArgument, match="unknown input-shift group"):
+        fuzz_units("rms_norm", "faulty:unrounded_multiply", backend, groups=["no_such_group"])
+    unit, = fuzz_units("rms_norm", "faulty:unrounded_multiply", backend, seeds=(0, 1), groups=["calibration"],
+                       examples=6, max_rows=2, max_cols=48, shrink=False,
+                       params={"casting": ("llama",), "offset": (0.0,)})
+    out = run_fuzz_unit(unit)
+    assert out["unit"] == unit.id and out["groups"]["calibration"]["cases"] >= 1
+    assert out["counterexamples"] and out["corpus"], out
+    case = write_case(tmp_path / "corpora", out["corpus"][0]["rel"], out["corpus"][0]["files"])
+    assert (case / "case.json").exists() and not list((tmp_path / "corpora").rglob(".tmp-*"))
+    assert replay(case, backend="interpreter")["reproduced"]
+
+
 @needs_dask
 def test_gpu_cluster_pins_one_device_per_worker(monkeypatch):
     """The gpu backend's cluster, built here without a GPU: one worker per
