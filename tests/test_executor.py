@@ -261,8 +261,9 @@ def test_a_fuzz_unit_runs_in_the_worker_and_its_corpus_case_is_written_on_the_cl
     from numoracle.studies.executors.fuzz import fuzz_units, run_fuzz_unit, write_case
     with pytest.raises(InvalidArgument, match="unknown input-shift group"):
         fuzz_units("rms_norm", "faulty:unrounded_multiply", backend, groups=["no_such_group"])
-    unit, = fuzz_units("rms_norm", "faulty:unrounded_multiply", backend, seeds=(0, 1), groups=["calibration"],
-                       examples=6, max_rows=2, max_cols=48, shrink=False,
+    # a store that truncates is wrong on nearly every case, whatever the Hypothesis release draws
+    unit, = fuzz_units("rms_norm", "tests.fixtures.user_kernels:rms_norm_truncating_store", backend, seeds=(0, 1),
+                       groups=["calibration"], examples=10, max_rows=2, max_cols=48, shrink=False,
                        params={"casting": ("llama",), "offset": (0.0,)})
     out = run_fuzz_unit(unit)
     assert out["unit"] == unit.id and out["groups"]["calibration"]["cases"] >= 1
