@@ -38,18 +38,10 @@ class LaunchValue:
 
 
 def launch(default=LaunchValue.MISSING):
-    """A reference keyword parameter whose value is the kernel's launch configuration's of the
-    same name: a constexpr (``BLOCK_SIZE``) or compile option (``num_warps``) of the kernel's
-    launches, as an autotuner or the launcher chose it for the outputs judged::
-
-        @no.reference
-        def row_sum(x, *, BLOCK=no.launch()):
-            # the kernel adds tl.sum of each BLOCK-wide tile into an fp32 accumulator
-            return no.sum(x.to(fp32), order=(BLOCK - 1) + -(-x.shape[-1] // BLOCK))
-
-    The runner records every launch of the kernel call it judges; ``check(..., launch={...})``
-    gives the values by hand; ``default`` is used where neither does (judging outputs without
-    their kernel).  A parameter given in ``params`` wins over both."""
+    """``def ref(x, *, BLOCK=no.launch())``: the parameter takes the kernel launch configuration's
+    value of its name, a constexpr (``BLOCK``) or compile option (``num_warps``), as the launches
+    that made the judged outputs had it (docs/design.md §3: the runner records them;
+    ``check(..., launch={...})`` gives them by hand; ``params`` win; else ``default``)."""
     return LaunchValue(default)
 
 
@@ -127,34 +119,26 @@ class Reference:
         return params
 
     def with_launch(self, params: dict, launch) -> dict:
-        """``params`` with every launch parameter not in them filled in: from ``launch``
-        ({name: value} of the kernel's launches; a name the launches gave several values holds
-        them as a list), else the parameter's default.  Raises InvalidArgument saying what is
-        missing and how to give it."""
-        if not self.launch_params:
-            return params
-        out = dict(params)
-        launch = dict(launch or {})
+        """``params`` with each launch parameter they lack taken from ``launch`` ({name: value};
+        a list: the launches gave several values), else from its default; raises saying how."""
+        out, launch = dict(params), dict(launch or {})
         for name, lv in self.launch_params.items():
             if name in out:
                 continue
+            if isinstance(launch.get(name), list):
+                raise InvalidArgument(f"{self.name} reads {name} from the kernel's launch (no.launch()), and its "
+                                      f"launches gave several values {launch[name]}; give the one this output was "
+                                      f"computed with: params={{{name!r}: ...}}.")
             if name in launch:
-                v = launch[name]
-                if isinstance(v, list):
-                    raise InvalidArgument(
-                        f"{self.name} reads {name} from the kernel's launch (no.launch()), and the kernel's launches "
-                        f"gave it several values {v}; give the one this output was computed with: "
-                        f"params={{{name!r}: ...}}.")
-                out[name] = v
+                out[name] = launch[name]
             elif lv.default is not LaunchValue.MISSING:
                 out[name] = lv.default
             else:
-                seen = sorted(launch) or "none recorded"
                 raise InvalidArgument(
-                    f"{self.name} reads {name} from the kernel's launch (no.launch()), but no launch of the kernel "
-                    f"gave it (launch values: {seen}). Judge the outputs through their kernel (the runner records "
-                    f"its launches), give launch={{{name!r}: ...}} (or params=) to check, or a default: "
-                    f"{name}=no.launch(DEFAULT).")
+                    f"{self.name} reads {name} from the kernel's launch (no.launch()), but no launch gave it "
+                    f"(launch values: {sorted(launch) or 'none recorded'}). Judge the outputs through their kernel "
+                    f"(the runner records its launches), give launch={{{name!r}: ...}} (or params=) to check, or a "
+                    f"default: {name}=no.launch(DEFAULT).")
         return out
 
     def __call__(self, *args, **params):
