@@ -70,6 +70,18 @@ def jit_function_class() -> Optional[type]:
     return getattr(mod, "JITFunction", None) if mod is not None else None
 
 
+def interpreted_function_class() -> Optional[type]:
+    mod = _optional_module("triton.runtime.interpreter")
+    return getattr(mod, "InterpretedFunction", None) if mod is not None else None
+
+
+def is_constexpr(annotation: Any) -> bool:
+    """Whether a kernel parameter's annotation is ``tl.constexpr`` (a string under
+    ``from __future__ import annotations``, else the class)."""
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    return "constexpr" in str(text)
+
+
 def libdevice_stub() -> Optional[ModuleType]:
     """The architecture-neutral stub module (``from triton.language.extra
     import libdevice``).  Its functions have ``...`` bodies: the GPU code

@@ -440,9 +440,11 @@ def after_dot_sites(acc: Tracked, a: Tracked, a_s: Tracked, b: Tracked, b_s: Tra
     lb = a.repr_fmt.min_subnormal * b.repr_fmt.min_subnormal
     inexact = (S > 0) & ((lb * sa < F.fp32.min_subnormal) | (lb * sa * sb < F.fp32.min_subnormal))
     exact = ~inexact.any(-1)
+    # per element, the smallest lb x scale among its inexact blocks (0 where none is)
+    low = torch.where(inexact, torch.minimum(lb * sa, lb * sa * sb), torch.full_like(S, math.inf)).amin(-1)
     ctx.record(ctx.label(f"block dot x 2^Ea x 2^Eb exact (scale after the dot, blocks of {block})"), "range",
                "fp32", f"lb x scale >= {F.fp32.min_subnormal:.6g}", exact,
-               torch.where(inexact, lb * sa * torch.minimum(sb, torch.ones_like(sb)), torch.zeros_like(S)).amax(-1))
+               torch.where(torch.isinf(low), torch.zeros_like(low), low))
     bad = ~(over & exact)
     if not ctx.any(bad):
         return acc

@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 
+from ..backends._triton_compat import is_constexpr
 from ..errors import InvalidArgument
 
 # torch dtype name -> Triton's canonical element type name (Triton 3.9 ``_utils``).
@@ -120,9 +121,7 @@ def parameters(jit_fn):
     dnsa = set(getattr(jit_fn, "do_not_specialize_on_alignment", None) or ())
     out = []
     for i, p in enumerate(sig.parameters.values()):
-        ann = p.annotation
-        text = ann if isinstance(ann, str) else getattr(ann, "__name__", str(ann))
-        is_cx = "constexpr" in str(text)
+        is_cx = is_constexpr(p.annotation)
         out.append((p.name, is_cx, i in dns or p.name in dns, i in dnsa or p.name in dnsa,
                     p.default))
     return out

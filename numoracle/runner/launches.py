@@ -12,33 +12,11 @@ from __future__ import annotations
 import contextlib
 import inspect
 
+from ..backends import _triton_compat as compat
+
 # launch keywords that are compile options rather than kernel arguments, as Triton reads them
 OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 _PLAIN = (int, float, bool, str, type(None))
-
-
-def _jit_classes() -> list:
-    classes = []
-    try:
-        from triton.runtime.jit import JITFunction
-        classes.append(JITFunction)
-    except ImportError:  # pragma: no cover - Triton absent: nothing launches
-        return []
-    try:
-        from triton.runtime.interpreter import InterpretedFunction
-        classes.append(InterpretedFunction)
-    except ImportError:  # pragma: no cover
-        pass
-    return classes
-
-
-def _constexpr_names(fn) -> list:
-    out = []
-    for p in inspect.signature(fn).parameters.values():
-        ann = p.annotation
-        if "constexpr" in (ann if isinstance(ann, str) else getattr(ann, "__name__", str(ann))):
-            out.append(p.name)
-    return out
 
 
 def _note(found: dict, name: str, value) -> None:
@@ -59,22 +37,15 @@ def _record(found: dict, kernel, args, kwargs) -> None:
     fn = getattr(kernel, "fn", None)
     if not inspect.isfunction(fn):
         return
-    bound = inspect.signature(fn).bind_partial(*args, **{k: v for k, v in kwargs.items() if k not in OPTIONS})
+    sig = inspect.signature(fn)
+    bound = sig.bind_partial(*args, **{k: v for k, v in kwargs.items() if k not in OPTIONS})
     bound.apply_defaults()
-    for name in _constexpr_names(fn):
-        if name in bound.arguments:
-            _note(found, name, bound.arguments[name])
+    for p in sig.parameters.values():
+        if compat.is_constexpr(p.annotation) and p.name in bound.arguments:
+            _note(found, p.name, bound.arguments[p.name])
     for name in OPTIONS:
         if name in kwargs:
             _note(found, name, kwargs[name])
-
-
-def _autotuner():
-    try:
-        from triton.runtime.autotuner import Autotuner
-        return Autotuner
-    except ImportError:  # pragma: no cover
-        return None
 
 
 @contextlib.contextmanager
@@ -83,8 +54,8 @@ def recorded():
     An autotuner's benchmark launches of the configurations it did not choose are forgotten:
     its chosen configuration's values stand."""
     found: dict = {}
-    classes = _jit_classes()
-    tuner = _autotuner()
+    classes = [c for c in (compat.jit_function_class(), compat.interpreted_function_class()) if c is not None]
+    tuner = compat.autotuner_class()
     saved = {c: c.__dict__.get("run") for c in classes + ([tuner] if tuner is not None else [])}
 
     def wrap_tuned(orig):
