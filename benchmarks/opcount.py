@@ -1,6 +1,6 @@
 """Where a verdict's per-element arithmetic comes from: the full-size tensor
 operations of one compiled verdict's tensor code (the function that
-``numoracle.compiled`` traces), run eagerly under a dispatch mode and counted
+``numoracle.verdict.compiled`` traces), run eagerly under a dispatch mode and counted
 per numoracle call site and per aten operator.  A full-size operation is one
 whose output has at least as many elements as the operator's first input.
 

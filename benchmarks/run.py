@@ -140,7 +140,7 @@ def actions(op, inputs, params, outs):
         return check(op.reference, outs, inputs, params, mode="statistical")
     return {
         "ref64": lambda: _ref64(op.name, inputs, params),
-        # compiled (numoracle.compiled): the first call of a signature runs eagerly, the second compiles
+        # compiled (numoracle.verdict.compiled): the first call of a signature runs eagerly, the second compiles
         "verdict": _with_policy("always", verdict),
         "verdict_eager": _with_policy("never", verdict),
         "assert_close": lambda: torch.testing.assert_close(

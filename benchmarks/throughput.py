@@ -122,7 +122,7 @@ def child_stream(op_name: str, cases: int, seed: int) -> dict:
         row[f"{phase}_numoracle_per_s"] = cases / row[f"{phase}_numoracle_s"]
         row[f"{phase}_ratio"] = row[f"{phase}_numoracle_per_s"] / row[f"{phase}_reference_per_s"]
     try:
-        from numoracle import compiled
+        from numoracle.verdict import compiled
         row["plans"] = len(compiled.plans())
         row["compiled_plans"] = sum(1 for p in compiled.plans() if p.fn is not None and p.failed is None)
     except Exception:

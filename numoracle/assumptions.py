@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from .errors import InvalidArgument
 
+# the backends a kernel runs on: what verdicts and saved cases record (numoracle.backends adds "auto")
 BACKENDS = ("interpreter", "gpu")
 
 

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from . import formats as F
+from .backends import RUNNING
 from .errors import InvalidArgument
 
 SCHEMA = "numoracle.corpus/1"
@@ -333,7 +334,7 @@ _MAX_NPY_HEADER = 10000            # numpy's own default limit
 _RATIO_FROM = 16 << 20
 _MAX_RATIO = 64
 _ZIP_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
-BACKENDS = ("interpreter", "gpu")
+BACKENDS = RUNNING                     # the backends a saved case may record
 MODES = ("statistical", "fixed")
 EXPECTS = ("accept", "reject")
 # what a case's "finding" records: the outcome it was saved from (runner.outcomes.STATUSES)

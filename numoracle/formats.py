@@ -445,7 +445,7 @@ def _value_spacing(af: torch.Tensor, fmt: Format) -> tuple:
 def round_scalar(v: float, fmt) -> float:
     """A Python float rounded to nearest (ties to even) in fmt, IEEE overflow,
     without tensors: constants of a reference program are rounded this way, so
-    that a traced program (``numoracle.compiled``) sees plain numbers.  fmt must
+    that a traced program (``numoracle.verdict.compiled``) sees plain numbers.  fmt must
     be an IEEE-like format with infinities and subnormals (fp64, fp32, fp16,
     bf16); others take ``round``."""
     fmt = _fmt(fmt)
@@ -494,7 +494,7 @@ def round(x, fmt, mode: str = "rne", overflow: str = "inf") -> torch.Tensor:
     if overflow == "torch":
         overflow = _torch_overflow(fmt)
     # casts, on every device: compiled, they round as eager casts do under
-    # numoracle.compiled.COMPILE_OPTIONS (scripts/cuda_rounding_check.py, on the H200 too)
+    # numoracle.verdict.compiled.inductor.COMPILE_OPTIONS (scripts/cuda_rounding_check.py, on the H200 too)
     if mode == "rne" and overflow == "inf" and fmt.name in _FAST_RNE:
         return _rne_fast(x, fmt)
     return _round_by(x, fmt, mode, overflow, casts=x.device.type in _CAST_DEVICES and _bitcasts_cheap(x))

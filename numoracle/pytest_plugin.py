@@ -59,7 +59,7 @@ from pathlib import Path
 
 import pytest
 
-from . import profiles
+from . import backends, profiles
 
 # numoracle's profiles are Hypothesis's: registered now, before Hypothesis's own plugin loads
 # --hypothesis-profile (at pytest_configure) and before a conftest could load_profile them
@@ -89,8 +89,8 @@ def pytest_addoption(parser):
                 help="numoracle verdict mode (default statistical; rejects are confirmed in fixed mode)")
     g.addoption("--numoracle-seed", type=int, default=None,
                 help="seed of numoracle's searches (default: --hypothesis-seed, else the Hypothesis profile's)")
-    g.addoption("--numoracle-backend", choices=("interpreter", "gpu", "auto"), default="auto",
-                help="where kernels run (auto: the GPU when there is one)")
+    g.addoption("--numoracle-backend", choices=backends.NAMES, default="auto",
+                help="where kernels run (default: auto, the GPU when there is one)")
     g.addoption("--numoracle-corpus", default=None, metavar="DIR",
                 help="save property tests' findings under DIR (default .numoracle/corpus under the rootdir) "
                      "and collect DIR's saved cases as test items")
@@ -113,7 +113,6 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def numoracle_backend(pytestconfig):
     """The backend the session's kernels run on (``--numoracle-backend``), selected."""
-    from . import backends
     return backends.select(options(pytestconfig).backend)
 
 
@@ -322,7 +321,6 @@ def property_test(op, kernel="correct", *, formats=None, groups=None, rows=None,
         chosen_backend = backend or opts.backend
         corpus = Path(opts.save_to)
         # the cases saved before come first, the kernel re-run on each as this test defines it
-        from . import backends
         backends.select(chosen_backend)
         o = resolve_op(op)
         _, kspec = resolve_kernel(o, kernel)

@@ -87,3 +87,29 @@ def test_the_same_flag_means_the_same_in_every_command():
     for flag in ("--groups", "--seconds", "--backend", "--json", "--seed", "--dtype", "--kernel", "--out"):
         assert len(seen.get(flag, ())) <= 1, (flag, seen[flag])
     assert "--shift" not in seen and "--time-budget" not in seen and "--minutes" not in seen
+
+
+# options whose absence simply means "not done" (an extra file, a second configuration): no default to state
+_NOTHING_BY_DEFAULT = {("mutate", "--out"), ("stress-tolerances", "--out"), ("calibrate", "--base"),
+                       ("calibrate", "--note"), ("plan", "--skeleton"), ("plan", "--compare"), ("plan", "--intended")}
+
+
+def test_every_flag_states_its_default_in_its_help():
+    """A flag's help says what happens when it is not given: the formatter adds a stated
+    default, an on/off flag says which, and a flag whose default is None says what None means."""
+    import argparse
+
+    from numoracle.cli.common import Formatter
+    formatter = Formatter("numoracle")
+    missing = []
+    for command in COMMANDS:
+        parser = build_parser(only=command)._subparsers._group_actions[0].choices[command]
+        for a in parser._actions:
+            if not a.option_strings or isinstance(a, (argparse._HelpAction, argparse._StoreTrueAction)):
+                continue
+            flag = max(a.option_strings, key=len)
+            if (command, flag) in _NOTHING_BY_DEFAULT:
+                continue
+            if "default" not in formatter._get_help_string(a).lower():
+                missing.append((command, flag, a.default))
+    assert not missing, missing

@@ -20,9 +20,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ..assumptions import BACKENDS
 from ..errors import InvalidArgument
 
-NAMES = ("interpreter", "gpu", "auto")
+RUNNING = BACKENDS                     # where a kernel runs: what verdicts and saved cases record
+NAMES = RUNNING + ("auto",)            # what a caller may name
 
 
 def _cuda_available() -> bool:
@@ -131,4 +133,4 @@ NO_DRIVER_HINT = ("the kernel was decorated as a compiled GPU kernel, but there 
                   "--backend interpreter, or TRITON_INTERPRET=1 in the environment)")
 
 
-__all__ = ["NAMES", "Backend", "resolve", "select"]
+__all__ = ["NAMES", "RUNNING", "Backend", "resolve", "select"]

@@ -97,7 +97,7 @@ def _column(f):
 @dataclass
 class TracedSite:
     """A site seen under torch.compile: its place in the program only (the
-    compiled verdict's certificate comes from an eager run, see ``numoracle.compiled``)."""
+    compiled verdict's certificate comes from an eager run, see ``numoracle.verdict.compiled``)."""
     what: str
     kind: str
 
@@ -116,7 +116,7 @@ class Context:
     # do not settle (settling zeroes the terms)
     columns: bool = False
     settle: bool = True
-    # traced: the program runs under torch.compile (see ``numoracle.compiled``).  Every
+    # traced: the program runs under torch.compile (see ``numoracle.verdict.compiled``).  Every
     # data-dependent shortcut then takes its general path, which computes the same values
     # (the shortcut only skips adding zeros), and sites record only their place.
     traced: bool = False

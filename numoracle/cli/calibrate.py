@@ -14,7 +14,7 @@ from . import common
 
 def add_arguments(p) -> None:
     common.add_backend(p)
-    p.add_argument("--out", metavar="PATH", help="write the profile JSON here")
+    p.add_argument("--out", metavar="PATH", help="write the profile JSON here (default: not written, only reported)")
     p.add_argument("--samples", type=common.positive_int, default=1 << 20, help="inputs per kernel call besides the edge cases "
                    "(half dense bit-pattern sweep, half random; default 2^20)")
     p.add_argument("--functions", nargs="+", metavar="FN", help=f"profile functions to measure (default all: "

@@ -1,6 +1,8 @@
-"""What the commands share: one definition per flag (the same flag has the same name,
-meaning and default in every command that takes it), the validators of numeric options,
-and the help formatter that states every default."""
+"""What the commands share: one definition per flag (the same flag has the same name and
+meaning in every command that takes it; where a default differs by command - --isolate is off
+for check, which runs a dozen cases, and on for the long-running commands; replay's
+--backend is the one each case records - the help says so), the validators of numeric
+options, and the help formatter that states every default."""
 
 from __future__ import annotations
 
@@ -16,7 +18,11 @@ class Formatter(argparse.HelpFormatter):
     def _get_help_string(self, action):
         text = action.help or ""
         d = action.default
-        if "%(default)" in text or "default" in text.lower() or d is None or d is False or d is argparse.SUPPRESS:
+        if "%(default)" in text or "default" in text.lower() or d is None or d is argparse.SUPPRESS:
+            return text
+        if isinstance(action, argparse.BooleanOptionalAction):
+            return f"{text} (default: {'on' if d else 'off'})"
+        if d is False:
             return text
         if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
             return f"{text} (default: %(default)s)"
@@ -88,10 +94,14 @@ def add_kernel(p, default="correct") -> None:
                         "importable from the current directory")
 
 
-def add_backend(p, default="interpreter", choices=("interpreter", "gpu", "auto")) -> None:
-    p.add_argument("--backend", default=default, choices=choices,
-                   help="where kernels run: Triton's interpreter on the CPU (made GPU-faithful), a CUDA GPU, "
-                        "or auto (the GPU when there is one)")
+def add_backend(p, default="interpreter", choices=None, help_default=None) -> None:
+    from ..backends import NAMES
+    choices = NAMES if choices is None else choices
+    text = "where kernels run: Triton's interpreter on the CPU (made GPU-faithful), a CUDA GPU"
+    text += ", or auto (the GPU when there is one)" if "auto" in choices else ""
+    if help_default is not None:
+        text += f" (default: {help_default})"
+    p.add_argument("--backend", default=default, choices=choices, help=text)
 
 
 def add_mode(p) -> None:

@@ -15,8 +15,10 @@ def add_arguments(p) -> None:
     common.add_kernel(p)
     common.add_format(p)
     common.add_seed(p, help="the example's seed")
-    p.add_argument("--rows", type=common.positive_int, default=None, help="the example's rows")
-    p.add_argument("--cols", type=common.positive_int, default=None, help="the example's columns")
+    p.add_argument("--rows", type=common.positive_int, default=None,
+                   help="the example's rows (default: 4)")
+    p.add_argument("--cols", type=common.positive_int, default=None,
+                   help="the example's columns (default: 96)")
     common.add_params(p)
     p.add_argument("--arch", default=None,
                    help="the NVIDIA architecture to compile for: 90 (default), 80, 100, ... or 'device' for the "
@@ -28,7 +30,7 @@ def add_arguments(p) -> None:
                                                       "exact fp32 casts are left out)")
     p.add_argument("--skeleton", default=None, metavar="PATH",
                    help="write a reference program that follows the kernel's plan to PATH ('-' for stdout)")
-    p.add_argument("--name", default=None, help="the skeleton's function name")
+    p.add_argument("--name", default=None, help="the skeleton's function name (default: OP_plan)")
     p.add_argument("--compare", default=None, metavar="REFERENCE",
                    help="with --intended: package.module:function of a (completed skeleton) reference whose "
                         "exact centre is compared with the intended math")

@@ -14,10 +14,10 @@ def add_arguments(p) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="case directories, case.json files or corpus directories")
     p.add_argument("--kernel", default=None,
                    help="re-run this kernel (registered name or package.module:function) instead of the one the "
-                        "case records")
+                        "case records (default: the recorded one)")
     p.add_argument("--saved-outputs", action="store_true",
                    help="re-judge the outputs saved with each case instead of re-running its kernel")
-    common.add_backend(p, default=None)
+    common.add_backend(p, default=None, help_default="the backend each case records")
     common.add_isolate(p)
     common.add_timeout(p, default=120.0)
     p.add_argument("--brief", action="store_true", help="no explanation of the first reject")

@@ -15,17 +15,28 @@ def add_arguments(p, command: str) -> None:
     common.add_kernel(p)
     common.add_backend(p)
     common.add_mode(p)
+    check = command == "check"
     p.add_argument("--examples", type=common.count, default=None,
-                   help="cases Hypothesis draws (check: 12, after one case per input group; fuzz: unbounded)")
+                   help="cases Hypothesis draws (default: 12, after one case per input group)" if check else
+                        "cases Hypothesis draws (default: no limit; the run ends at --seconds)")
     p.add_argument("--seconds", type=common.seconds, default=None,
-                   help="time budget of the search (fuzz: 60 when no --examples is given)")
-    common.add_seed(p, default=0 if command == "check" else None,
-                    help="seed of the search (check: 0; fuzz: random unless given)")
+                   help="time budget of the search (default: none; the run ends after --examples)" if check else
+                        "time budget of the search (default: 60 when no --examples is given, else none)")
+    common.add_seed(p, default=0 if check else None,
+                    help="seed of the search" if check else "seed of the search (default: a random one, printed)")
     common.add_format(p)
-    p.add_argument("--rows", type=common.positive_int, default=None, help="fix the number of rows")
-    p.add_argument("--cols", type=common.positive_int, default=None, help="fix the number of columns")
-    p.add_argument("--max-rows", type=common.positive_int, default=None, help="cap drawn rows (check: 8)")
-    p.add_argument("--max-cols", type=common.positive_int, default=None, help="cap drawn columns (check: 256)")
+    p.add_argument("--rows", type=common.positive_int, default=None,
+                   help="fix the number of rows (default: drawn; check's one case per group has 4)" if check else
+                        "fix the number of rows (default: drawn)")
+    p.add_argument("--cols", type=common.positive_int, default=None,
+                   help="fix the number of columns (default: drawn; check's one case per group has 96)" if check
+                        else "fix the number of columns (default: drawn)")
+    p.add_argument("--max-rows", type=common.positive_int, default=None,
+                   help="cap drawn rows (default: 8)" if check else
+                        "cap drawn rows (default: none, the operator's domain)")
+    p.add_argument("--max-cols", type=common.positive_int, default=None,
+                   help="cap drawn columns (default: 256)" if check else
+                        "cap drawn columns (default: none, the operator's domain)")
     common.add_groups(p)
     common.add_params(p)
     p.add_argument("--corpus", default="corpora", type=common.corpus_dir,
@@ -91,14 +102,16 @@ def run(args, command: str) -> int:
     if args.json:
         common.emit_json(args, res.to_dict())
         return res.exit_code()
-    print_result(res)
+    print_result(res, seed_drawn=command == "fuzz" and args.seed is None)
     return res.exit_code()
 
 
-def print_result(res) -> None:
+def print_result(res, seed_drawn: bool = False) -> None:
     t = res.totals
     print(f"{res.op} / {res.kernel} on {res.backend} ({res.mode}): {t.cases} cases in {res.elapsed:.1f}s "
           f"({res.cases_per_second:.1f}/s) - {res.exit_reason}")
+    if seed_drawn and res.seed is not None:
+        print(f"  seed {res.seed} (drawn for this run; --seed {res.seed} repeats its search)")
     print(f"  {'group':16s}" + "".join(f"{c:>17s}" if c == "statistical_only" else f"{c:>12s}"
                                         for c in STATUS_COLUMNS))
     for g, s in sorted(res.groups.items()):

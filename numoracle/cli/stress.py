@@ -12,8 +12,10 @@ from . import common
 
 def add_arguments(p) -> None:
     common.add_operator(p)
-    p.add_argument("--atol", type=common.nonnegative, default=None, help="one configuration: atol (with --rtol)")
-    p.add_argument("--rtol", type=common.nonnegative, default=None, help="one configuration: rtol (with --atol)")
+    p.add_argument("--atol", type=common.nonnegative, default=None,
+                   help="one configuration: atol (with --rtol; default: the --grid)")
+    p.add_argument("--rtol", type=common.nonnegative, default=None,
+                   help="one configuration: rtol (with --atol; default: the --grid)")
     p.add_argument("--grid", type=common.positive_int, default=20,
                    help="N×N log-spaced grid over [1e-6, 1] in atol and rtol (default 20: 400 configurations)")
     common.add_backend(p)

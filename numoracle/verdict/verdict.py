@@ -13,7 +13,7 @@ from .. import formats as F
 from .judgement import RegionJudgement
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Verdict:
     status: str                       # "accept" | "reject" | "uncertified"
     program: str
@@ -136,8 +136,8 @@ def verdicts(program_name: str, modes, p: float, confirm: bool, assumptions, out
                 o_rej, o_unc = o.any_flags()
                 rej, unc = rej or o_rej, unc or o_unc
         status = "reject" if rej else "uncertified" if unc else "accept"
-        v = Verdict(status, program_name, m, p, judgements, certificate, assumptions,
-                    reference_run=reference_run)
+        v = Verdict(status=status, program=program_name, mode=m, p=p, outputs=judgements, certificate=certificate,
+                    assumptions=assumptions, reference_run=reference_run)
         if m == "statistical" and status == "reject" and confirm:
             v.confirmation = fixed_input.confirmation(judgements)
         out[m] = v

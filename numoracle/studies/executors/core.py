@@ -32,6 +32,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from ... import backends
 from ...errors import InvalidArgument, NumoracleError
 
 EXECUTORS = ("local", "dask")
@@ -97,7 +98,6 @@ def prepare_worker(backend: str, device: str | None = None, settings_values: dic
         settings.load_profile("numoracle-unit-worker")
     if device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
-    from ... import backends
     if backend == "interpreter":
         os.environ.update(backends.resolve("interpreter").environment())
     elif backends.interpret_requested():
@@ -147,7 +147,7 @@ def map_units(units, fn, *, executor: str = "local", scheduler: str | None = Non
     if len(backends_used) > 1:
         raise InvalidArgument(f"units for several backends {sorted(backends_used)}; map each backend's units "
                               f"in its own call.")
-    if backend not in ("interpreter", "gpu"):
+    if backend not in backends.RUNNING:
         raise InvalidArgument(f"backend={backend!r}: expected 'interpreter' or 'gpu' (resolve 'auto' with "
                               f"numoracle.backends.select first).")
     info = {} if info is None else info
