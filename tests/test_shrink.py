@@ -81,3 +81,47 @@ def test_check_finds_shrinks_saves_and_replays_a_planted_fault(fault, tmp_path, 
         rep = json.loads(capsys.readouterr().out)[0]
         assert rc == 1 and rep["statuses"] == {"statistical": "reject", "fixed": "reject"}
         assert rep["kernel_ran"] is ran and rep["certificate_same"]
+
+
+def test_input_roles_follow_the_case_where_it_stores_an_operand_packed():
+    """The roles come from the operator's seed-0 example (e4m3 x e4m3 for the MX matmul);
+    a case whose b operand is packed fp4 (two columns a byte) has half as many columns
+    there: whole blocks of them are taken in bytes, never with the column indices."""
+    from numoracle.operators import get
+    op = get("mx_scaled_matmul")
+    example = input_roles(op, "bf16")
+    inputs, _ = op.make_example(1, torch.bfloat16, "uniform", 4, 96)
+    assert inputs[2].dtype == torch.float4_e2m1fn_x2 and inputs[2].shape[-1] == 48
+    assert example[2] == [None, "cols"]
+    assert input_roles(op, "bf16", inputs) == [["rows", "cols"], ["rows", "groups"], [None, "cols_packed"],
+                                               [None, "groups"]]
+    # an operand of another rank than the example's: none of its dimensions is shrunk
+    odd = list(inputs)
+    odd[0] = inputs[0].reshape(-1)
+    assert input_roles(op, "bf16", odd)[0] == [None]
+
+
+def test_a_case_with_a_packed_fp4_operand_shrinks_to_one_block_and_replays(tmp_path, capsys):
+    rc = main(["check", "mx_scaled_matmul", "--kernel", "faulty:nibble_swapped", "--backend", "interpreter",
+               "--corpus", str(tmp_path), "--shrink-seconds", "30", "--json", "--quiet"])
+    res = json.loads(capsys.readouterr().out)
+    assert rc == 1 and res["exit_reason"] == "first counterexample" and not res["warnings"], res["warnings"]
+    a, a_scales, b, b_scales = res["counterexample"]["shape"]
+    assert a == [1, 32] and b[-1] == 16, res["counterexample"]["shape"]     # one 32-column block, 16 bytes of b
+    rc = main(["replay", res["saved"], "--json"])
+    rep = json.loads(capsys.readouterr().out)[0]
+    assert rc == 1 and rep["statuses"] == {"statistical": "reject", "fixed": "reject"}
+
+
+def test_a_shrinker_failure_keeps_and_saves_the_finding_as_found(tmp_path, monkeypatch, capsys):
+    from numoracle.runner import engine
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("planted shrinker bug")
+    monkeypatch.setattr(engine, "minimize", broken)
+    rc = main(["check", "rms_norm", "--kernel", USER + "rms_norm_truncating_store", "--backend", "interpreter",
+               "--corpus", str(tmp_path), "--json", "--quiet"])
+    res = json.loads(capsys.readouterr().out)
+    assert rc == 1 and res["counterexample"]["status"] == "reject" and res["saved"]
+    assert any("shrinking stopped by RuntimeError: planted shrinker bug" in w for w in res["warnings"])
+    assert res["shrink"]["evaluations"] == 0

@@ -339,18 +339,22 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
             t0 = time.time()
             if progress:
                 progress.update(result, force=True, note="shrinking elements")
-            roles = input_roles(op, found.case.fmt)
             cfg = found.case.config
 
             def evaluate(inputs):
                 return judge(op, kfn, inputs, found.params, cfg, case=found.case, **kw)
             try:
+                roles = input_roles(op, found.case.fmt, found.inputs)
                 best, used = minimize(evaluate, found, roles=roles, cols_multiple_of=op.domain.cols_multiple_of,
                                       min_rows=op.domain.rows[0], min_cols=op.domain.cols[0],
                                       seconds=shrink_seconds)
             except KeyboardInterrupt as exc:  # an interrupt while shrinking keeps what was found
                 best, used = found, 0
                 result.exit_reason = _interrupt_reason(exc)
+            except Exception as exc:  # noqa: BLE001 - a shrinker failure must not lose the finding
+                best, used = found, 0
+                result.warnings.append(f"shrinking stopped by {type(exc).__name__}: {exc}; the case is saved "
+                                       f"as found")
             result.counterexample = best
             result.shrink_evaluations += used
             result.shrink_seconds = time.time() - t0

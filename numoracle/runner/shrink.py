@@ -33,9 +33,21 @@ import torch
 from .. import formats as F
 
 
-def input_roles(op, fmt: str) -> list:
-    """Per input, per dimension: "rows", "cols", "groups" (cols / cols_multiple_of)
-    or None, found by building the operator's example at two distinct sizes."""
+_FP4X2 = getattr(torch, "float4_e2m1fn_x2", None)
+
+
+def _packed(t) -> bool:
+    """A tensor of e2m1 pairs, two columns a byte (torch's float4_e2m1fn_x2)."""
+    return isinstance(t, torch.Tensor) and _FP4X2 is not None and t.dtype == _FP4X2
+
+
+def input_roles(op, fmt: str, inputs=None) -> list:
+    """Per input, per dimension: "rows", "cols", "groups" (cols / cols_multiple_of),
+    "cols_packed" (cols stored two a byte) or None, found by building the operator's
+    example at two distinct sizes; with ``inputs`` (the case being shrunk), reconciled
+    with that case's own shapes, which may differ from the example's (an operand the
+    case stores packed, or of another rank): a dimension whose size does not fit its
+    role is left alone."""
     dom = op.domain
     m = dom.cols_multiple_of
     r0 = min(max(3, dom.rows[0]), dom.rows[1])
@@ -48,14 +60,41 @@ def input_roles(op, fmt: str) -> list:
     if c0 is None:
         c0 = max(m, dom.cols[1] - dom.cols[1] % m)
     dtype = F.by_name(fmt).torch_dtype
-    inputs, _ = op.make_example(0, dtype, "calibration", r0, c0)
+    example, _ = op.make_example(0, dtype, "calibration", r0, c0)
     roles = []
-    for t in inputs:
+    for t in example:
         rs = []
         for d in (t.shape if isinstance(t, torch.Tensor) else ()):
             rs.append("rows" if d == r0 else "cols" if d == c0 else "groups" if m > 1 and d == c0 // m else None)
         roles.append(rs)
-    return roles
+    return roles if inputs is None else _reconciled(roles, inputs, m)
+
+
+def _reconciled(roles: list, inputs, m: int) -> list:
+    sizes: dict = {}
+    for t, rs in zip(inputs, roles):
+        if isinstance(t, torch.Tensor) and t.ndim == len(rs) and not _packed(t):
+            for d, r in zip(t.shape, rs):
+                if r is not None:
+                    sizes.setdefault(r, []).append(int(d))
+    size = {r: max(set(v), key=v.count) for r, v in sizes.items()}   # the size most inputs agree on
+    out = []
+    for t, rs in zip(inputs, roles):
+        if not isinstance(t, torch.Tensor) or t.ndim != len(rs):
+            out.append([None] * (t.ndim if isinstance(t, torch.Tensor) else 0))
+            continue
+        new = []
+        for dim, (d, r) in enumerate(zip(t.shape, rs)):
+            if r is None or r not in size:
+                new.append(None)
+            elif _packed(t):
+                # a byte holds two columns: whole groups of an even size can be taken
+                ok = r == "cols" and dim == t.ndim - 1 and 2 * d == size[r] and m % 2 == 0
+                new.append("cols_packed" if ok else r if r == "rows" and d == size[r] else None)
+            else:
+                new.append(r if d == size[r] else None)
+        out.append(new)
+    return out
 
 
 def _take(inputs, roles, role: str, keep: list, m: int = 1):
@@ -65,9 +104,11 @@ def _take(inputs, roles, role: str, keep: list, m: int = 1):
             out.append(t)
             continue
         for dim, r in enumerate(rs):
-            if r == role or (role == "cols" and r == "groups"):
+            if r == role or (role == "cols" and r in ("groups", "cols_packed")):
                 if role == "cols" and r == "cols":
                     idx = [g * m + j for g in keep for j in range(m)]
+                elif r == "cols_packed":
+                    idx = [g * (m // 2) + j for g in keep for j in range(m // 2)]
                 else:
                     idx = keep
                 t = t.index_select(dim, torch.tensor(idx, dtype=torch.long, device=t.device))
@@ -157,7 +198,9 @@ class _Shrinker:
         inputs = self.best.inputs
         t = inputs[j]
         fmt = F.of(t)
-        v = F.decode(t, fmt).reshape(-1)
+        v = F.decode(t, fmt)
+        shape = v.shape                  # a packed tensor decodes to twice its columns
+        v = v.reshape(-1)
         new = v.clone()
         for i in flat_idx:
             new[i] = value_of(float(v[i]))
@@ -165,14 +208,17 @@ class _Shrinker:
         if bool(torch.equal(new, v)) and torch.equal(new.signbit(), v.signbit()):
             return None
         cand = list(inputs)
-        cand[j] = F.encode(new.reshape(t.shape), fmt).to(t.device)
+        if _packed(t):
+            cand[j] = F.encode(new.reshape(shape), F.Packed(F.e2m1, "low_first")).view(t.dtype).to(t.device)
+        else:
+            cand[j] = F.encode(new.reshape(t.shape), fmt).to(t.device)
         return self.attempt(tuple(cand))
 
     def values(self) -> None:
         for j, t in enumerate(self.best.inputs):
             if not isinstance(t, torch.Tensor) or not t.dtype.is_floating_point or t.numel() == 0:
                 continue
-            n = t.numel()
+            n = 2 * t.numel() if _packed(t) else t.numel()
             # whole tensor: one value for all (0, 1, the most common value)
             common = float(torch.mode(F.decode(self.best.inputs[j]).reshape(-1)).values)
             for val in (0.0, 1.0, common):
