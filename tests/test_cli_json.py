@@ -77,6 +77,98 @@ def test_a_usage_error_is_the_document(capsys):
     assert doc["exit_code"] == 2 and "unknown operator" in doc["error"]
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["fuzz", "softmax", "--seconds", "abc", "--json"], "argument --seconds: 'abc' is not a number of seconds"),
+    (["check", "--json"], "the following arguments are required: OP"),
+    (["check", "softmax", "--mode", "bogus", "--json"], "argument --mode: invalid choice: 'bogus'"),
+    (["--json"], "the following arguments are required: COMMAND"),
+])
+def test_an_argparse_error_is_the_document_too(capsys, argv, message):
+    """A bad or missing argument (argparse's error) with --json: the same one-document error as
+    numoracle's own input errors, argparse's message in it, exit 2, the usage text on stderr."""
+    rc = main(argv)
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)
+    assert rc == 2 and doc["exit_code"] == 2 and doc["error"].startswith(message), doc
+    assert set(doc) <= {"error", "exit_code", "command"}
+    assert "usage: numoracle" in cap.err and message in cap.err
+    # without --json, stdout stays empty
+    assert main([a for a in argv if a != "--json"] or ["fuzz", "softmax", "--seconds", "abc"]) == 2
+    assert capsys.readouterr().out == ""
+
+
+def test_plan_skeleton_to_stdout_with_json_is_in_the_document(capsys, tmp_path):
+    """`plan OP --skeleton - --json`: the skeleton is the document's, not loose text on stdout;
+    a file path still writes the file, and the document says where."""
+    doc = _one_document(capsys, ["plan", "softmax", "--skeleton", "-", "--json"])
+    assert doc["operator"] == "softmax" and doc["path"] is None
+    assert doc["skeleton"].startswith('"""Reference skeleton for softmax') and "def softmax_plan(" in doc["skeleton"]
+    assert doc["lines"] == doc["skeleton"].count("\n")
+    path = tmp_path / "sk.py"
+    doc2 = _one_document(capsys, ["plan", "softmax", "--skeleton", str(path), "--json"])
+    assert doc2["skeleton"] is None and doc2["path"] == str(path) and path.read_text() == doc["skeleton"]
+
+
+NOISY_KERNEL = '''
+import ctypes
+import os
+
+import torch
+
+
+def swiglu(a, b):
+    os.write(1, b"noise on fd 1\\n")                 # what a C library or tl.device_print does
+    try:
+        ctypes.CDLL(None).printf(b"noise from printf\\n")   # buffered by the C library
+    except Exception:
+        pass
+    print("noise from print")
+    return torch.nn.functional.silu(a.float()).to(b.dtype) * b
+'''
+NOISY_ARGS = ["swiglu", "--dtype", "bf16", "--max-rows", "2", "--max-cols", "16", "--groups", "calibration"]
+
+
+@pytest.mark.parametrize("command", [["check", *NOISY_ARGS, "--examples", "1", "--no-save"],
+                                     ["fuzz", *NOISY_ARGS, "--seconds", "1", "--no-isolate", "--database", "none",
+                                      "--no-save"]])
+def test_a_kernel_writing_to_fd_1_does_not_break_the_document(tmp_path, command):
+    """A kernel run in-process that writes straight to file descriptor 1 (check runs kernels
+    in-process by default; fuzz --no-isolate too): its output goes to stderr, stdout is the one
+    document, as a shell pipes it."""
+    (tmp_path / "noisy_fd1_kernel.py").write_text(NOISY_KERNEL)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    res = subprocess.run([sys.executable, "-m", "numoracle", command[0], command[1], "--kernel",
+                          "noisy_fd1_kernel:swiglu", *command[2:], "--json"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode in (0, 1), res.stderr[-3000:]
+    doc = json.loads(res.stdout)
+    assert doc["kernel"] == "noisy_fd1_kernel:swiglu" and doc["totals"]["cases"] >= 1
+    assert "noise on fd 1" in res.stderr and "noise from print" in res.stderr
+    assert "noise from printf" in res.stderr
+
+
+def test_fd_1_is_restored_after_a_json_command(capfd, tmp_path, monkeypatch):
+    """In-process: while the --json command runs, fd 1 is stderr; after it (a finding or an input
+    error alike) fd 1 is stdout again."""
+    (tmp_path / "noisy_fd1_kernel_inproc.py").write_text(NOISY_KERNEL)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rc = main(["check", *NOISY_ARGS, "--kernel", "noisy_fd1_kernel_inproc:swiglu", "--examples", "1", "--no-save",
+               "--json"])
+    os.write(1, b"after the command\n")
+    cap = capfd.readouterr()
+    assert rc in (0, 1)
+    head, _, tail = cap.out.rpartition("}\n")
+    assert json.loads(head + "}")["totals"]["cases"] >= 1 and tail == "after the command\n", cap.out[-500:]
+    assert "noise on fd 1" in cap.err and "noise on fd 1" not in cap.out
+    assert main(["check", "no_such_op", "--json"]) == 2
+    os.write(1, b"after the error\n")
+    cap = capfd.readouterr()
+    head, _, tail = cap.out.rpartition("}\n")
+    assert json.loads(head + "}")["exit_code"] == 2 and tail == "after the error\n"
+
+
 def test_fuzz_in_a_pipe_prints_one_document_and_no_progress(tmp_path):
     """The issue's command, as a shell runs it: `numoracle fuzz softmax --seconds 4 --json |
     python -m json.tool` (a kernel worker process, no seed)."""

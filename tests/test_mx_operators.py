@@ -266,6 +266,48 @@ def test_one_spacing_tolerance_rejects_a_correct_kernel_numoracle_accepts(K, X):
         assert no.check(no.operators.get("mxfp8_quantize").reference, (q, s), (x,), mode=mode).status == "accept"
 
 
+# ------------------------------------------------------------------ outputs named
+
+NAMED = {"mxfp8_quantize": ["codes", "scales"], "mxfp4_quantize": ["codes", "scales"],
+         "nvfp4_quantize": ["codes", "scales", "tensor_scale"]}
+
+
+@pytest.mark.parametrize("name", sorted(NAMED))
+def test_outputs_named_as_the_reference_names_them(name):
+    """The quantizers return fields of one object (q.codes, q.scales, NVFP4's q.tensor_scale):
+    named by the reference (outputs=...), not out0, out1, in the verdict and its explanation."""
+    op = no.operators.get(name)
+    assert list(op.reference.output_names) == NAMED[name]
+    inputs, params = op.example(0, torch.bfloat16, "normal", rows=2, cols=64)
+    v = no.check(op.reference, op.kernels["correct"](*inputs, **params), inputs, params, mode="fixed")
+    assert [o.name for o in v.outputs] == NAMED[name] and v.status == "accept"
+    assert "out0" not in v.explain() and "out1" not in v.explain()
+
+
+def test_a_case_saved_with_positional_output_names_replays_named(tmp_path):
+    """A case saved before the quantizers' outputs had names (outputs out0/out1, a failure class
+    of 'out1') still replays, its failure class and outputs named as the reference names them."""
+    import json
+    from numoracle import corpus as C
+    from numoracle.runner import judge
+    from numoracle.runner.replay import replay
+    op = no.operators.get("mxfp8_quantize")
+    inputs, params = op.example(0, torch.bfloat16, "normal", rows=3, cols=128)
+    out = judge(op, op.faulty_kernel("wrong_rounding"), inputs, params)
+    assert out.status == "reject" and out.failure_class[0] == "scales"
+    path = C.save(tmp_path, op, "faulty:wrong_rounding", out, backend="interpreter", mode="fixed")
+    meta = json.loads((path / "case.json").read_text())
+    assert [o["name"] for o in meta["outputs"]] == ["codes", "scales"]
+    for j, o in enumerate(meta["outputs"]):          # as it was saved before
+        o["name"] = f"out{j}"
+    meta["failure_class"][0] = "out1"
+    (path / "case.json").write_text(json.dumps(meta))
+    r = replay(path, backend="interpreter")
+    assert r["status"] == "reproduced" and r["outputs"] == ["codes", "scales"]
+    assert r["failure_class"][0] == "scales"
+    assert "out1" not in r["verdicts"]["fixed"].explain()
+
+
 # ------------------------------------------------------------------ pipeline and machinery
 
 def test_pipeline_quantize_then_matmul_against_unquantized_input(X):

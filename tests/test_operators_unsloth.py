@@ -92,3 +92,24 @@ def test_planted_fault_rejected(name, fault, dtype, force):
         assert v.status != "uncertified", v.explain()
         rejected += v.status == "reject"
     assert rejected >= 2, f"{name}/{fault} rejected on only {rejected} of 4 cases"
+
+
+@pytest.mark.parametrize("name,fault,dtype", [("geglu_exact_backward", "tanh_form", torch.bfloat16),
+                                              ("geglu_approx_backward", "erf_form", torch.float32)])
+def test_geglu_backward_outputs_named_h_df_de(name, fault, dtype):
+    """The backward references name their outputs (h, df, de) as their docstrings do: the
+    verdict, its worst element and its explanation say them, not out0, out1, out2."""
+    op = operators.get(name)
+    assert list(op.reference.output_names) == ["h", "df", "de"]
+    bad = op.faulty_kernel(fault)
+    for seed, group in enumerate(("calibration", "uniform", "laplace", "scaled_up")):
+        inputs, params = op.example(seed, dtype=dtype, family=group, rows=3, cols=96)
+        v = check(op.reference, bad(*[t.clone() for t in inputs], **params), inputs, params,
+                  mode="statistical", backend="interpreter")
+        assert [o.name for o in v.outputs] == ["h", "df", "de"]
+        if v.status == "reject":
+            text = v.explain()
+            assert v.to_dict()["worst"]["output"] in ("h", "df", "de") and not any(
+                f"out{j}" in text for j in range(3)), text
+            return
+    pytest.fail(f"{name}/{fault} accepted on 4 cases")

@@ -332,6 +332,23 @@ def test_the_command_prints_one_line_per_site_and_exits_by_the_check(capsys):
     assert data["plan"]["kernels"][0]["kernel"] == "_rms_norm_fwd_kernel"
 
 
+def test_the_check_names_outputs_as_the_reference_names_them(capsys):
+    """`DISAGREE rounding [output y]`, not `[output 0]`; the JSON keeps the index ("outputs")
+    and gives the names beside it ("output_names")."""
+    assert main(["plan", "rms_norm", "--kernel", "faulty:unrounded_multiply", "--param", "casting=llama",
+                 "--dtype", "bf16"]) == 1
+    out = capsys.readouterr().out
+    assert "DISAGREE rounding [output y]:" in out and "[output 0]" not in out, out
+    assert main(["plan", "rms_norm", "--kernel", "faulty:unrounded_multiply", "--param", "casting=llama",
+                 "--dtype", "bf16", "--json"]) == 1
+    d = json.loads(capsys.readouterr().out)["check"]["disagreements"][0]
+    assert d["kind"] == "rounding" and d["outputs"] == [0] and d["output_names"] == ["y"]
+    # the verdict's own rounding of a wider reference output names the output too
+    from numoracle.plan.check import compare_output
+    (d,) = compare_output(1, [], {}, {"round": {}}, "fp32", "bf16", "rstd")
+    assert d.outputs == [1] and "the verdict's rounding of output rstd to bf16" in d.reference[0]
+
+
 def test_the_command_says_what_was_wrong_with_its_arguments(capsys):
     assert main(["plan", "no_such_op"]) == 2
     assert "unknown operator 'no_such_op'" in capsys.readouterr().err

@@ -117,6 +117,9 @@ def test_a_skeletons_centre_tells_an_algorithmic_difference_from_the_intended_ma
     bad = _own(tmp_path, "rms_norm", skeleton(rms, wrong, inputs, params), "my_rms_wrong")
     rep = compare_centre(bad, _rms_norm, inputs, params)
     assert not rep.ok and "differs from the kernel's algorithm" in rep.explain()
+    # the skeleton names its outputs as the operator's reference does, and the report says them
+    assert [(o["output"], o["name"]) for o in rep.outputs] == [(0, "y"), (1, "rstd")]
+    assert "  output rstd: " in rep.explain(), rep.explain()
 
 
 def test_the_command_writes_a_skeleton(tmp_path, capsys):

@@ -139,6 +139,54 @@ test_bad = property_test("rms_norm", kernel="{BAD}", {SMALL})
     assert "test_user.py::test_bad" in stats and "excess in ulps" in stats and "status: reject" in stats
 
 
+def test_statistics_are_shown_when_the_time_budget_ends_the_search(pytester):
+    """A property test stopped by numoracle's time budget (not by Hypothesis's max_examples)
+    still shows its statistics under --hypothesis-show-statistics: the phases that ran, their
+    events and targets, and why it stopped."""
+    pytester.makepyfile(test_user='''
+from numoracle.pytest_plugin import property_test
+
+@property_test("swiglu", kernel="correct", formats=["bf16"], rows=(1, 2), cols=(1, 16))
+def test_budget(result):
+    assert result.exit_reason == "time budget", result.exit_reason
+''')
+    pytester.makeconftest(HERE + '''
+import numoracle as no
+settings.register_profile("budget", settings.get_profile("here"), max_examples=100_000)
+no.settings.register_profile("budget", time_budget=3.0, max_rows=2, max_cols=16)
+''')
+    res = _run(pytester, "--numoracle-seed", "5", "--hypothesis-show-statistics", "--hypothesis-profile", "budget")
+    res.assert_outcomes(passed=1)
+    out = res.stdout.str()
+    stats = out[out.index("Hypothesis Statistics"):]
+    body = stats[stats.index("test_user.py::test_budget:"):]
+    assert "during generate phase" in body and "passing" in body, stats
+    assert "status: accept" in body and "group: " in body and "excess in ulps" in body, stats
+    assert "Stopped because numoracle's time budget of 3 s was spent" in body, stats
+
+
+def test_budget_statistics_without_the_engine_come_from_the_runs_own_counts():
+    """Where Hypothesis's engine cannot be found (its internals changed), the budget's statistics
+    are made of the run's own counts and events; nothing is reported where no one collects them."""
+    from collections import Counter
+
+    from hypothesis.statistics import collector, describe_statistics
+
+    from numoracle.runner import engine
+    from numoracle.runner.outcomes import GroupStats, RunResult
+    res = RunResult("softmax", "correct", "interpreter", "statistical")
+    res.groups["calibration"] = GroupStats(cases=4, accept=3, uncertified=1)
+    events = Counter({"status: accept": 3, "status: uncertified": 1, "group: calibration": 4})
+    engine._note_budget_statistics(engine._BudgetSpent(None), 2.0, res, events)      # no collector: nothing
+    got = []
+    with collector.with_value(got.append):
+        engine._note_budget_statistics(engine._BudgetSpent(None), 2.0, res, events)
+    (stats,) = got
+    text = describe_statistics(stats)
+    assert "4 passing, 0 failing" in text and "75.00%, status: accept" in text and "100.00%, group: calibration" in text
+    assert text.endswith("Stopped because numoracle's time budget of 2 s was spent")
+
+
 @pytest.mark.slow
 def test_a_failure_is_replayed_first_and_passes_once_the_kernel_is_fixed(pytester):
     """Under a random seed a property test fails and saves its case; run again, its kernel's

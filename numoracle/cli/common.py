@@ -140,9 +140,10 @@ def progress(args, stream=None):
 
 
 def emit_json(args, doc) -> None:
-    """Write ``doc`` as the command's one JSON document on stdout: the real stdout, which
-    ``main`` set aside (while a --json command runs, whatever else prints - Hypothesis, a
-    kernel, a library - goes to stderr).  Non-finite numbers become null (JSON has none)."""
+    """Write ``doc`` as the command's one JSON document on stdout: into ``args.json_stdout``,
+    which ``main`` writes to the real stdout when the command ends (while a --json command
+    runs, whatever else prints - Hypothesis, a kernel, a C library through file descriptor 1 -
+    goes to stderr).  Non-finite numbers become null (JSON has none)."""
     import json
     import sys
     stream = getattr(args, "json_stdout", None) or sys.stdout

@@ -29,7 +29,8 @@ def add_arguments(p) -> None:
     p.add_argument("--all", action="store_true", help="list every site (by default index arithmetic, loads and "
                                                       "exact fp32 casts are left out)")
     p.add_argument("--skeleton", default=None, metavar="PATH",
-                   help="write a reference program that follows the kernel's plan to PATH ('-' for stdout)")
+                   help="write a reference program that follows the kernel's plan to PATH ('-' for stdout; with "
+                        "--json, into the document's 'skeleton')")
     p.add_argument("--name", default=None, help="the skeleton's function name (default: OP_plan)")
     p.add_argument("--compare", default=None, metavar="REFERENCE",
                    help="with --intended: package.module:function of a (completed skeleton) reference whose "
@@ -112,13 +113,21 @@ def run(args) -> int:
     if args.skeleton is not None:
         from ..plan.skeleton import skeleton
         text = skeleton(op, fn, inputs, params, name=args.name, arch=args.arch)
-        if args.skeleton == "-":
+        to_stdout = args.skeleton == "-"
+        if to_stdout and not args.json:
             sys.stdout.write(text)
-        else:
+        elif not to_stdout:
             with open(args.skeleton, "w", encoding="utf-8") as f:
                 f.write(text)
             print(f"wrote {args.skeleton} ({text.count(chr(10))} lines; "
                   f"{text.count('TODO_')} TODO(s))", file=sys.stderr)
+        if args.json:
+            # --skeleton - with --json: the skeleton is in the document (stdout holds only it)
+            common.emit_json(args, {"operator": op.name, "kernel": kname,
+                                    "params": {k: repr(v) for k, v in params.items()},
+                                    "skeleton": text if to_stdout else None,
+                                    "path": None if to_stdout else str(args.skeleton),
+                                    "lines": text.count("\n"), "todos": text.count("TODO_")})
         return 0
     kplan = extract_plan(fn, inputs, params, arch=args.arch, config=args.config)
     rplan = reference_plan(op.reference, inputs, params, profile=args.profile)

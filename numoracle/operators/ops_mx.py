@@ -41,7 +41,7 @@ ORDERS = ("low_first", "high_first")
 
 # ---------------------------------------------------------------------------------- references
 
-@no.reference
+@no.reference(outputs=("codes", "scales"))   # fields of one object q: named here
 def mxfp8_quantize(x, *, fmt="e4m3fn", scale_rule="floor", block_size=32):
     """MXFP8: x→fp32; per block of 32 an E8M0 scale 2^E (OCP "floor": E = floor(log2 amax) −
     emax, the largest elements clamp; "ceil": E = ceil(log2(amax/fmax))); codes RN-even of
@@ -50,7 +50,7 @@ def mxfp8_quantize(x, *, fmt="e4m3fn", scale_rule="floor", block_size=32):
     return q.codes, q.scales
 
 
-@no.reference
+@no.reference(outputs=("codes", "scales"))   # fields of one object q: named here
 def mxfp4_quantize(x, *, scale_rule="floor", block_size=32, nibble_order="low_first"):
     """MXFP4: as MXFP8 with e2m1 codes (fmax 6, ties to even), stored two per byte in
     ``nibble_order``.  Outputs (packed codes, scales)."""
@@ -58,7 +58,7 @@ def mxfp4_quantize(x, *, scale_rule="floor", block_size=32, nibble_order="low_fi
     return q.codes, q.scales
 
 
-@no.reference
+@no.reference(outputs=("codes", "scales", "tensor_scale"))   # fields of one object q: named here
 def nvfp4_quantize(x, *, block_size=16, nibble_order="low_first", eps=1e-10):
     """NVFP4: ts = fl32(max(amax, eps)/2688); per block of 16 an e4m3 scale
     RN(clamp(fl32(fl32(amax/6)/ts), 2^-6, 448)); e2m1 codes RN-even of

@@ -127,7 +127,7 @@ def geglu_approx(e, g):
     return f.to(g.format) * g
 
 
-@no.reference
+@no.reference(outputs=("h", "df", "de"))
 def geglu_exact_backward(dh, e, g):
     """Unsloth exact GeGLU backward: (h, df, de) each stored once in the inputs' format; fp32 math:
     fp = 0.5·(erf(e/√2) + 1); f = fp·e; h = f·g; df = dh·f; de = (dh·g)·(fp + e·exp(−e²/2)/√(2π))."""
@@ -138,7 +138,7 @@ def geglu_exact_backward(dh, e, g):
     return (f * gf).to(g.format), (dhf * f).to(g.format), ((dhf * gf) * dfde).to(e.format)
 
 
-@no.reference
+@no.reference(outputs=("h", "df", "de"))
 def geglu_approx_backward(dh, e, g):
     """Unsloth tanh GeGLU backward: (h, df, de); a = √(2/π)·e; b = a·0.044715·e·e;
     T = 1 + tanh(a + b); T2 = 0.5·T; df/de = T2 + (−T2·(T − 2)·(a + 3b)); f = T2·e; fp32 math,

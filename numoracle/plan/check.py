@@ -83,11 +83,20 @@ class PlanReport:
         return (f"precision plan checked against the compiled kernel ({self.kernel_plan.target}): "
                 f"{len(self.disagreements)} disagreement(s), first: {self.disagreements[0].message}")
 
+    def output_name(self, i: int) -> str:
+        """Output i's name, as the reference names it (its index where it has none)."""
+        for o in self.outputs:
+            if o.get("output") == i and o.get("name"):
+                return str(o["name"])
+        names = [o.get("name") for o in getattr(self.reference_plan, "outputs", None) or []]
+        return str(names[i]) if 0 <= i < len(names) and names[i] else str(i)
+
     def explain(self) -> str:
         lines = [self.summary()]
         for d in self.disagreements + self.notes:
             tag = "DISAGREE" if d.severity == "disagreement" else "note"
-            outs = f" [output{'s' if len(d.outputs) > 1 else ''} {', '.join(map(str, d.outputs))}]" if d.outputs else ""
+            outs = (f" [output{'s' if len(d.outputs) > 1 else ''} {', '.join(self.output_name(i) for i in d.outputs)}]"
+                    if d.outputs else "")
             lines.append(f"  {tag} {d.kind}{outs}: {d.message}")
             if d.kernel:
                 lines.append(f"      kernel:    {'; '.join(d.kernel)}")
@@ -96,9 +105,12 @@ class PlanReport:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
+        # each finding's outputs by index ("outputs") and by the reference's names ("output_names")
+        def named(d):
+            return {**d.to_dict(), "output_names": [self.output_name(i) for i in d.outputs]}
         return {"reference": self.reference, "kernel": self.kernel, "ok": self.ok,
-                "disagreements": [d.to_dict() for d in self.disagreements],
-                "notes": [d.to_dict() for d in self.notes], "outputs": self.outputs}
+                "disagreements": [named(d) for d in self.disagreements],
+                "notes": [named(d) for d in self.notes], "outputs": self.outputs}
 
 
 # torch functions on the host that compute several of the reference's functions
@@ -219,9 +231,9 @@ def _kmax(sides: list, get) -> tuple:
 
 
 def compare_output(i: int, cones: list, items: dict, prof: dict, out_fmt: str | None,
-                   kernel_dtype: str | None) -> list:
-    """Disagreements (and notes) for output i: the kernel's cones against the reference's
-    per-element site counts."""
+                   kernel_dtype: str | None, name: str | None = None) -> list:
+    """Disagreements (and notes) for output i (named ``name`` by the reference): the kernel's
+    cones against the reference's per-element site counts."""
     found = []
     sides = [_summarise(c, items) for c in cones] or [_Side(kernel_tokens([]), [], [])]
     ref_round = dict(prof.get("round", {}))
@@ -230,7 +242,7 @@ def compare_output(i: int, cones: list, items: dict, prof: dict, out_fmt: str | 
         # a wider reference output: the verdict rounds it to the stored format itself
         from .reference import RefSite
         n, lst = ref_round.get(kernel_dtype, (0, []))
-        ref_round[kernel_dtype] = (n + 1, lst + [RefSite("round", f"the verdict's rounding of output {i} to "
+        ref_round[kernel_dtype] = (n + 1, lst + [RefSite("round", f"the verdict's rounding of output {name or i} to "
                                                          f"{kernel_dtype}", kernel_dtype, None, None, None, "")])
 
     # roundings to formats narrower than fp32, per element
@@ -485,7 +497,7 @@ def check(kplan, rplan: ReferencePlan, *, kernel_name="kernel") -> PlanReport:
         prof = rplan.output_profile(i)
         per_output.append({"output": i, "name": ro.get("name"), "kernel_format": kdt, "reference_format": rf, "stores": len(out_cones),
                            "kernel_sites": max((len(c.keys) for c in out_cones), default=0)})
-        found.extend(compare_output(i, out_cones, cones.items, prof, rf, kdt))
+        found.extend(compare_output(i, out_cones, cones.items, prof, rf, kdt, ro.get("name")))
     if kplan.capture.error:
         found.append(Disagreement("launcher", f"the launcher raised after {len(kplan.capture.launches)} launch(es): "
                                               f"{kplan.capture.error}; the plan covers those launches only",

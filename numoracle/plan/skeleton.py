@@ -379,11 +379,20 @@ def skeleton(op_or_reference, kernel, inputs, params=None, *, name: str | None =
         f"from numoracle.formats import {', '.join(fmts)}",
         "",
         "",
-        "@no.reference",
+        _decorator(ref, len(results)),
         f"def {fname}({sig}):",
     ]
     body = em.lines + [f"    return {', '.join(results)}" if len(results) != 1 else f"    return {results[0]}"]
     return "\n".join(head + body) + "\n"
+
+
+def _decorator(ref, n: int) -> str:
+    """``@no.reference``, naming the skeleton's n outputs as the operator's reference names them
+    (the skeleton's own variables are the kernel's, ``rstd_3``)."""
+    names = tuple(getattr(ref, "output_names", None) or ())
+    if len(names) != n or names == ("y",):           # y: the name of one output anyway
+        return "@no.reference"
+    return f"@no.reference(outputs=({', '.join(map(repr, names))}{',' * (n == 1)}))"
 
 
 def _rank_of_inputs(inputs) -> int:
@@ -404,7 +413,8 @@ def _launcher_inputs(fn, n: int) -> list:
 
 @dataclass
 class CentreReport:
-    """Per output: elements whose intended float64 value lies outside the skeleton's region."""
+    """Per output (its index and the reference's name for it): elements whose intended float64
+    value lies outside the skeleton's region."""
     outputs: list
 
     @property
@@ -416,7 +426,8 @@ class CentreReport:
                  "the intended function differs from the kernel's algorithm (beyond rounding):"]
         for o in self.outputs:
             if o["outside"]:
-                lines.append(f"  output {o['output']}: {o['outside']} of {o['elements']} elements outside, worst at "
+                lines.append(f"  output {o.get('name') or o['output']}: {o['outside']} of {o['elements']} elements "
+                             f"outside, worst at "
                              f"{o['worst_index']}: intended {o['intended']:.9g}, centre {o['centre']:.9g}, "
                              f"radius {o['radius']:.3g}")
         return "\n".join(lines)
@@ -444,6 +455,7 @@ def compare_centre(reference, intended, inputs, params=None, *, profile="h200") 
         raise InvalidArgument(f"the intended function returns {len(want)} value(s), the reference {len(outs)}; "
                               f"return one float64 tensor per output, in the reference's order.")
     rows = []
+    names = prog.names_of(len(outs))
     for i, (t, w) in enumerate(zip(outs, want)):
         c = t.c
         R = t.radius() if hasattr(t, "radius") else torch.zeros_like(c)
@@ -452,7 +464,7 @@ def compare_centre(reference, intended, inputs, params=None, *, profile="h200") 
         bad = gap > 0
         j = int(torch.argmax(gap.reshape(-1))) if gap.numel() else 0
         idx = tuple(int(x) for x in np.unravel_index(j, tuple(c.shape))) if c.dim() else ()
-        rows.append({"output": i, "elements": int(c.numel()), "outside": int(bad.sum()), "worst_index": idx,
+        rows.append({"output": i, "name": names[i], "elements": int(c.numel()), "outside": int(bad.sum()), "worst_index": idx,
                      "intended": float(w.reshape(-1)[j]) if w.numel() else 0.0,
                      "centre": float(c.reshape(-1)[j]) if c.numel() else 0.0,
                      "radius": float(R.reshape(-1)[j]) if R.numel() else 0.0})

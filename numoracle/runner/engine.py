@@ -22,6 +22,7 @@ import random
 import signal
 import sys
 import time
+from collections import Counter
 
 from hypothesis import HealthCheck, Phase, event, given, seed as hseed, settings, target
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
@@ -38,7 +39,8 @@ class _BudgetSpent(BaseException):
     """Raised inside the Hypothesis test once the time budget is spent: Hypothesis has no
     wall-clock budget of its own, and a BaseException passes through it as a stop, not a
     failure (nothing is shrunk, saved to the database or reported; the run seeds itself, so
-    Hypothesis prints no '@seed(...)' hint either)."""
+    Hypothesis prints no '@seed(...)' hint either).  Its argument: Hypothesis's engine, whose
+    statistics are reported for it (``_note_budget_statistics``)."""
 
 
 class _Counterexample(Exception):
@@ -147,6 +149,56 @@ def _excess_ulps(verdict) -> float | None:
     return max(-1e6, min(1e6, float(excess)))
 
 
+def _note_budget_statistics(exc: BaseException, seconds, result, events: Counter) -> None:
+    """The search's statistics for ``--hypothesis-show-statistics`` when the time budget ended
+    it.  Hypothesis reports them when its engine stops on its own limits; the budget stops it by
+    an exception, past which it does not.  So they are reported here: the engine's own record
+    (every phase that ran, its events and targets) from the engine the stop was raised in
+    (``exc.args[0]``, ``_engine_runner``), else one made of the run's own counts and events.
+    Nothing where no one collects statistics (outside a test run with the option)."""
+    from hypothesis.statistics import collector, note_statistics
+    if collector.value is None:
+        return
+    stats, targets = None, {}
+    runner = exc.args[0] if exc.args else None
+    if runner is not None:
+        stats = dict(getattr(runner, "statistics", None) or {})
+        targets = dict(getattr(runner, "best_observed_targets", None) or {})
+    if not any(k.endswith("-phase") for k in stats or {}):
+        n, elapsed = result.totals.cases, time.time() - result.started
+        each = elapsed / n if n else 0.0
+        cases = [{"status": "valid", "runtime": each, "drawtime": 0.0, "gctime": 0.0, "events": []}
+                 for _ in range(n)]
+        for text, k in events.items():        # k cases had this event: as many entries carry it
+            for c in cases[:k]:
+                c["events"].append(text)
+        stats = {"generate-phase": {"duration-seconds": elapsed, "test-cases": cases,
+                                    "distinct-failures": 0, "shrinks-successful": 0}}
+    if targets:
+        stats["targets"] = targets
+    stats["stopped-because"] = (f"numoracle's time budget of {seconds:g} s was spent" if seconds else
+                                "numoracle's time budget was spent")
+    note_statistics(stats)
+
+
+def _engine_runner():
+    """Hypothesis's engine (its ConjectureRunner) running the test that calls this, or None:
+    found on the stack while the test runs (Hypothesis trims its own frames from the traceback
+    of what the test raises).  Its statistics of the phase in progress are written when the
+    stop has passed through that phase."""
+    try:
+        from hypothesis.internal.conjecture.engine import ConjectureRunner
+    except ImportError:
+        return None
+    f = sys._getframe(1)
+    while f is not None:
+        for key in ("self", "runner"):
+            if isinstance(f.f_locals.get(key), ConjectureRunner):
+                return f.f_locals[key]
+        f = f.f_back
+    return None
+
+
 def _interrupt_reason(exc: BaseException) -> str:
     return "terminated" if isinstance(exc, UserInterrupt) and exc.signum == signal.SIGTERM else "interrupted"
 
@@ -208,6 +260,12 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
             memo.pop(next(iter(memo)))
         return out
 
+    events = Counter()          # the search's events, kept for statistics Hypothesis may not report
+
+    def note_event(text):
+        event(text)
+        events[text] += 1
+
     def body(case):
         if state["phase"] == "search":
             t0 = time.perf_counter()
@@ -221,15 +279,15 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
 
     def search(case, t0):
         if state["deadline"] is not None and time.time() > state["deadline"]:
-            raise _BudgetSpent()
+            raise _BudgetSpent(_engine_runner())
         phases = dict(times.seconds)
         try:
             out = evaluate_case(case)
             result.record(out, case.group)
-            event(f"group: {case.group}")
-            event(f"status: {out.status}")
+            note_event(f"group: {case.group}")
+            note_event(f"status: {out.status}")
             for why in (out.uncertified_reasons or (("no finite bound",) if out.status == "uncertified" else ())):
-                event(f"uncertified: {why}")
+                note_event(f"uncertified: {why}")
             leak = memory.add(out.rss_mb)
             if leak:
                 result.warnings.append(leak)
@@ -315,8 +373,9 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
         result.exit_reason = "first counterexample"
         # Hypothesis's report of it (the falsifying example, the explain phase's notes)
         result.hypothesis_report += _own_lines_dropped([str(n) for n in getattr(exc, "__notes__", ())])
-    except _BudgetSpent:
+    except _BudgetSpent as exc:
         result.exit_reason = "time budget"
+        _note_budget_statistics(exc, seconds, result, events)
     except KeyboardInterrupt as exc:
         result.exit_reason = _interrupt_reason(exc)
     except BaseException as exc:       # Hypothesis wraps errors from explicit examples
