@@ -152,3 +152,23 @@ def test_flush_to_zero_profile_uncertifies_subnormal_rsqrt_arguments():
     assert gpu.uncertified[0].tolist() == [True, False]
     cpu = no.check(rsqrt_of, outputs=y, inputs=(x,), backend="interpreter")
     assert cpu.status == "accept"
+
+
+def test_the_excess_of_a_zero_is_counted_in_ulps_of_the_bound_it_missed():
+    """A kernel that stores 0 where the region is near 2.5 is 2.5 / ulp(2.5) away (160 bf16
+    ulps at most), not 2.5 / (the smallest subnormal) (about 1e40): the ulp is the one at the
+    larger of the stored value and the bound it passed."""
+    x, w = _inputs()
+    y = _kernel(x, w)
+    bad = y.clone()
+    i = int(torch.argmax(y.float().abs().reshape(-1)))
+    bad.reshape(-1)[i] = 0.0
+    v = no.check(rms_norm_llama, outputs=bad, inputs=(x, w), params={"eps": 1e-6}, mode="fixed")
+    worst = v.to_dict()["worst"]
+    assert v.status == "reject" and worst["index"] == list(torch.unravel_index(torch.tensor(i), y.shape)) \
+        if "index" in worst else v.status == "reject"
+    value = float(y.reshape(-1)[i].float().abs())
+    from numoracle.formats import bf16, ulp
+    expected = value / float(ulp(torch.tensor(value, dtype=torch.float64), bf16))
+    assert 0.9 * expected < worst["excess_ulp"] <= 1.01 * expected, (worst["excess_ulp"], expected)
+    assert "e+3" not in v.explain() and "e+4" not in v.explain()

@@ -60,9 +60,14 @@ class Verdict:
         for o in self.outputs:
             if o.numel == 0:
                 continue
-            ulp = F.ulp(torch.where(torch.isfinite(o.kernel), o.kernel, o.centre).abs(), o.fmt)
-            above = (o.kernel - o.hi) / ulp
-            below = (o.lo - o.kernel) / ulp
+            # in ulps of the larger of the kernel's value and the bound it passed: a kernel that
+            # stored 0 where the region is near 5 is off by 5's ulps, not by the smallest subnormal's
+            k = torch.where(torch.isfinite(o.kernel), o.kernel, o.centre).abs()
+
+            def ulp_beside(bound):
+                return F.ulp(torch.where(torch.isfinite(bound), torch.maximum(k, bound.abs()), k), o.fmt)
+            above = (o.kernel - o.hi) / ulp_beside(o.hi)
+            below = (o.lo - o.kernel) / ulp_beside(o.lo)
             excess = torch.maximum(above, below)
             if bool(o.rejected.any()):
                 score = torch.where(o.rejected, torch.nan_to_num(excess, nan=float("inf"), posinf=float("inf")),
