@@ -60,6 +60,7 @@ from pathlib import Path
 import pytest
 
 from . import backends, profiles
+from .errors import InvalidArgument
 
 # numoracle's profiles are Hypothesis's: registered now, before Hypothesis's own plugin loads
 # --hypothesis-profile (at pytest_configure) and before a conftest could load_profile them
@@ -321,9 +322,12 @@ def property_test(op, kernel="correct", *, formats=None, groups=None, rows=None,
         chosen_backend = backend or opts.backend
         corpus = Path(opts.save_to)
         # the cases saved before come first, the kernel re-run on each as this test defines it
-        backends.select(chosen_backend)
-        o = resolve_op(op)
-        _, kspec = resolve_kernel(o, kernel)
+        try:
+            backends.select(chosen_backend)
+            o = resolve_op(op)
+            _, kspec = resolve_kernel(o, kernel)
+        except InvalidArgument as exc:     # the test's own arguments: the message, not numoracle's frames
+            raise PropertyFailure(f"property_test({op!r}, kernel={kernel!r}): {exc}") from None
         for case_dir in _saved_cases(corpus, o.name, kspec):
             r = replay(case_dir, kernel=kernel, backend=None if chosen_backend == "auto" else chosen_backend,
                        timeout=timeout)

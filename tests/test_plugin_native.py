@@ -291,3 +291,16 @@ def test_an_old_case_replays_with_the_reference_output_names(tmp_path):
     r = replay(src, backend="interpreter")
     assert r["outputs"] == ["y", "rstd"] and r["failure_class"][0] == ["y", "rstd"][int(old[3:])]
     assert "out0" not in r["verdicts"]["fixed"].explain()
+
+
+def test_a_property_test_naming_no_operator_fails_with_the_message_alone(pytester):
+    pytester.makepyfile(test_user='''
+from numoracle.pytest_plugin import property_test
+
+test_bad = property_test("no_such_op", kernel="correct")
+''')
+    res = _run(pytester)
+    res.assert_outcomes(failed=1)
+    out = res.stdout.str()
+    assert "property_test('no_such_op', kernel='correct'): unknown operator 'no_such_op'; registered:" in out
+    assert "operators/__init__.py" not in out and "def resolve(" not in out      # no numoracle frames

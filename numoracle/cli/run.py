@@ -52,7 +52,9 @@ def add_arguments(p, command: str) -> None:
     if command == "fuzz":
         p.add_argument("--database", default=".hypothesis/examples",
                        help="Hypothesis example database directory, Hypothesis's own by default: a failure found "
-                            "once is replayed first by the next run; 'none' to disable")
+                            "once is replayed first by the next run; 'none' to disable (with --workers or "
+                            "--executor each unit is a search seeded by --seed + its number, without a database: "
+                            "its findings are saved under --corpus, for numoracle replay)")
         common.add_executor(p)
         p.add_argument("--units", type=common.positive_int, default=None,
                        help="with --executor dask or --workers: Hypothesis searches per input group (seeds --seed.., "
