@@ -43,9 +43,9 @@ saying why, and an oracle regression case (``expect: reject``) passes while the 
 mode still rejects it.  A case saved with ``expect:
 accept`` (a bug to fix) passes once its kernel is accepted.
 
-The plugin imports nothing heavy at start-up and changes nothing for tests that do not use
-it: the backend (and with it ``TRITON_INTERPRET``) is chosen only when a property test or
-corpus item runs.
+Loading the plugin imports numoracle (and with it torch, about a second) but changes nothing
+for tests that do not use it: the backend (and with it ``TRITON_INTERPRET``) is chosen only
+when a property test or corpus item runs, and Triton is not imported before then.
 """
 
 from __future__ import annotations
