@@ -21,23 +21,28 @@ def child_environment(env: dict | None = None) -> dict:
 
 def die_with_parent() -> None:
     """End this process when the one that started it ends, however it ends (kill -9 too):
-    the kernel's death signal on Linux, and a thread watching the parent's pid.  A parent
+    the kernel's death signal on Linux, else a thread watching the parent's pid.  A parent
     that died while this process was still starting (imports take seconds) is caught by the
-    pid its starter put in the environment (``child_environment``)."""
+    pid its starter put in the environment (``child_environment``).  Where the death signal is
+    set no thread is started, so the kernel worker's zygote stays single-threaded when it forks
+    (Python 3.12 warns of, and a thread holding a lock at a fork can deadlock, a forked child)."""
     parent = os.getppid()
     expected = os.environ.pop(PARENT_ENV, "")      # for this process only, not for its own children
     if expected.isdigit() and int(expected) != parent:
         os._exit(1)
+    signalled = False
     if sys.platform.startswith("linux"):
         try:
             import ctypes
             libc = ctypes.CDLL(None, use_errno=True)
             PR_SET_PDEATHSIG = 1
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except Exception:  # noqa: BLE001 - the watching thread below still ends it
-            pass
+            signalled = libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+        except Exception:  # noqa: BLE001 - the watching thread below ends it instead
+            signalled = False
     if os.getppid() != parent:          # the parent died before the call above took effect
         os._exit(1)
+    if signalled:
+        return
 
     def watch():
         while True:
