@@ -26,6 +26,7 @@ def add_arguments(p) -> None:
     p.add_argument("--refine", type=common.count, default=32, help="after the first pass, measure every fp32 neighbour "
                    "around this many worst inputs per call (errors cluster; 0 turns it off)")
     p.add_argument("--note", help="a sentence recorded in the profile's provenance (why this margin, ...)")
+    common.add_quiet(p)
     common.add_json(p)
 
 

@@ -34,6 +34,7 @@ def add_arguments(p) -> None:
                                "stages (the change pairs keep their recorded configurations)")
     common.add_isolate(p)
     common.add_timeout(p)
+    common.add_quiet(p)
     common.add_json(p)
     common.add_executor(p)
 

@@ -128,13 +128,20 @@ def add_json(p) -> None:
                    help="print exactly one JSON document on stdout (progress and diagnostics go to stderr)")
 
 
+def add_quiet(p) -> None:
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress lines on stderr (one a kernel, operator or stage; also when stderr is a file)")
+
+
 def progress(args, stream=None):
-    """A command's progress printer: lines on stderr while stderr is a terminal (a person
-    watching), nothing when it is a pipe or a file (a log, CI, another program) or with
-    --quiet.  Never None, so a study's own default printer is not used instead."""
+    """A long study's progress printer (campaign, mutate, stress-tolerances, calibrate): a line
+    on stderr as each kernel, operator or stage ends, whether stderr is a terminal or a log file
+    (a run in the background shows how far it got), nothing with --quiet.  Never None, so a
+    study's own default printer is not used instead.  (fuzz's per-case line, rewritten in place,
+    is for a terminal only: runner.engine.Progress.)"""
     import sys
     stream = stream or sys.stderr
-    if getattr(args, "quiet", False) or not (hasattr(stream, "isatty") and stream.isatty()):
+    if getattr(args, "quiet", False):
         return lambda line: None
     return lambda line: print(line, file=stream, flush=True)
 

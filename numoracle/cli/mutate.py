@@ -31,6 +31,7 @@ def add_arguments(p) -> None:
                    help="stop starting mutants after this many seconds (default: no limit)")
     common.add_isolate(p)
     common.add_timeout(p)
+    common.add_quiet(p)
     common.add_json(p)
     common.add_out(p)
 

@@ -60,7 +60,8 @@ def add_arguments(p, command: str) -> None:
                        help="with --executor dask or --workers: Hypothesis searches per input group (seeds --seed.., "
                             "default 4), each of --examples cases (default 20) or --seconds")
     p.add_argument("--quiet", action="store_true",
-                   help="no progress line on stderr (there is none anyway when stderr is not a terminal)")
+                   help="no progress line on stderr (there is none anyway when stderr is not a terminal: the "
+                        "line is rewritten in place)")
     common.add_json(p)
 
 

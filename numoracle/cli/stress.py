@@ -32,6 +32,7 @@ def add_arguments(p) -> None:
     common.add_seed(p)
     common.add_isolate(p)
     common.add_timeout(p)
+    common.add_quiet(p)
     common.add_json(p)
     common.add_out(p)
 
