@@ -79,6 +79,50 @@ def test_the_mlir_reader_gives_types_regions_and_the_users_source_line_of_a_redu
         ("/k.py", 7, "s")
 
 
+# two loops one after the other, as Triton prints them: MLIR numbers each region's values afresh,
+# so the second body reuses the first's names (%v, %s, %i) for other values
+SIBLINGS = '''module {
+  tt.func public @k(%x_ptr: !tt.ptr<f32>, %n: i32) {
+    %c0 = arith.constant 0 : i32
+    %c1 = arith.constant 1 : i32
+    %cst = arith.constant 0.000000e+00 : f32
+    %a = scf.for %i = %c0 to %n step %c1 iter_args(%s = %cst) -> (f32)  : i32 {
+      %v = arith.addf %s, %cst : f32
+      scf.yield %v : f32
+    }
+    %b = scf.for %i = %c0 to %n step %c1 iter_args(%s = %a) -> (f32)  : i32 {
+      %v = arith.mulf %s, %s : f32
+      scf.yield %v : f32
+    }
+    %p = tt.addptr %x_ptr, %c1 : !tt.ptr<f32>, i32
+    tt.store %p, %b : !tt.ptr<f32>
+    tt.return
+  }
+}
+'''
+
+
+def test_the_mlir_reader_keeps_apart_the_values_sibling_regions_print_with_one_name():
+    from numoracle.plan import kernel as K
+    kir = K.KernelIR(SIBLINGS)
+    first, second = [op for op in kir.ops if op.name == "scf.for"]
+    assert first.defines == ["%i", "%s"] and len(set(second.defines) | {"%i", "%s"}) == 4
+    assert second.operands[3] == "%a"                      # the second loop starts from the first's result
+    for loop, body in ((first, "arith.addf"), (second, "arith.mulf")):
+        (y,) = [o for o in loop.regions[0] if o.name == "scf.yield"]
+        add = kir.def_op(y.operands[0])
+        assert add.name == body and add.parent is loop
+        # the body's operand is its own loop's iter_arg
+        carried = [o for o in add.operands if kir.defs[o][0] == "block"]
+        assert carried and all(kir.defs[o][1] is loop for o in carried)
+    assert set(K.loop_levels(kir)) == {kir.def_op([o for o in first.regions[0] if o.name == "scf.yield"][0]
+                                                  .operands[0])}
+    # the store's pointer is the argument's pointer type (tt.addptr's first type)
+    (p,) = [op for op in kir.ops if op.name == "tt.addptr"]
+    assert p.result_type.pointer and kir.fmt_of(p.results[0]) is None
+    assert [(s.kind, s.fmt) for s in K.extract(kir) if s.kind == "store"] == [("store", "fp32")]
+
+
 def test_argument_types_follow_tritons_specialization():
     a = torch.empty(8, dtype=torch.bfloat16)
     assert T.arg_type(a, specialize=True, align=True)[:2] == ("*bf16", a.data_ptr() % 16 == 0)
@@ -130,6 +174,42 @@ def test_the_plan_reads_the_accumulator_format_and_the_reduction_order():
         assert red.where.file.endswith("test_plan_kernels.py") and red.where.line == SUM_LINE
 
 
+def test_every_store_is_a_site_with_its_pointee_format_and_rounds_nothing():
+    x = torch.randn(4, 96).to(torch.bfloat16)
+    kp = extract_plan(PK.sum_squares, [x], {})
+    # tt.addptr's result is the pointer (its first type), not the offset (its last)
+    assert all(op.result_type.pointer for op in kp.compiled[0].ir.ops if op.name == "tt.addptr")
+    (st,) = [s for s in kp.sites() if s.kind == "store"]
+    assert (st.fmt, st.src_fmt, st.detail["arg"], st.rounds) == ("fp32", "fp32", "%out_ptr", False)
+    assert st.where.line == _line(PK, "tl.store(out_ptr + row, tl.sum(x * x")
+    assert st.to_dict()["format"] == "fp32" and st.text() == "store fp32 to %out_ptr"
+    # a bf16 output: the store writes the value the cast before it rounded, one rounding in all
+    y = torch.randn(200).to(torch.bfloat16)
+    kp = extract_plan(PK.scaled_exp, [y], {"rounding": "rtz"})
+    (st,) = [s for s in kp.sites() if s.kind == "store"]
+    assert st.text() == "store bf16 to %y_ptr" and not st.rounds
+    r = check_plan(scaled_exp_ref, PK.scaled_exp, [y], {})
+    assert r.ok, r.explain()
+    assert check_plan(scaled_exp_ref, PK.scaled_exp, [y], {"rounding": "rtz"}).exit_code() == 1
+
+
+def test_autotuned_and_heuristic_kernels_compile_in_the_helper_process():
+    from numoracle.plan.extract import _compilable_here
+    x = torch.ones(100, dtype=torch.bfloat16)
+    for config, block, warps in ((0, 64, 1), (1, 128, 4)):
+        kp = extract_plan(PK.tuned_copy, [x], {}, config=config)
+        ((launch, c),) = kp.distinct()
+        # an interpreted kernel in this process: compiled by the helper, which finds the module's
+        # name bound to the Autotuner and compiles the @triton.jit function it wraps
+        assert not _compilable_here(launch.kernel)
+        assert (launch.constexprs["BLOCK"], c.options["num_warps"], launch.config) == (block, warps, (config, 2))
+        assert [s.text() for s in c.sites if s.kind in ("load", "store")] == ["load bf16 from %x_ptr",
+                                                                              "store fp32 to %y_ptr"]
+    kp = extract_plan(PK.heuristic_add, [torch.ones(20)], {})
+    ((launch, c),) = kp.distinct()
+    assert launch.constexprs == {"BLOCK": 32} and [s.kind for s in c.sites] == ["load", "arith", "store"]
+
+
 @no.reference
 def sum_squares_ref(x, *, acc="fp32", num_warps=4):
     xf = x.to(fp32)
@@ -162,6 +242,47 @@ def test_an_order_model_narrower_than_the_kernels_tree_is_flagged():
     (d,) = r.disagreements
     assert d.kind == "order" and "38" in d.message and "12" in d.message, r.explain()
     assert check_plan(sum_squares_ref, PK.sum_squares, [x], {"acc": "fp32"}).ok
+
+
+@no.reference
+def chunked_ref(x, *, acc="fp32", vector=True, chunk=64):
+    xf = x.to(fp32)
+    return no.sum(xf * xf, axis=-1)
+
+
+def _chunked_ref_of_order(order):
+    @no.reference
+    def chunked_ordered(x, *, acc="fp32", vector=True, chunk=64):
+        xf = x.to(fp32)
+        return no.sum(xf * xf, axis=-1, order=order)
+    return chunked_ordered
+
+
+@pytest.mark.parametrize("vector", [True, False], ids=["vector-accumulator", "scalar-running-sum"])
+def test_a_vector_accumulator_reduced_after_its_loop_is_one_reduction_of_the_row(vector):
+    """acc += x·x over a row's chunks, then tl.sum(acc) (Triton's layer-norm tutorial), is one
+    sum of the row, as s += tl.sum(x·x) is: 300 columns in 5 chunks of 64, each term through 4
+    additions in the loop and a tree of depth 6 (64 lanes of 2 warps)."""
+    x = torch.randn(4, 300).to(torch.bfloat16)
+    p = {"vector": vector}
+    r = check_plan(chunked_ref, PK.chunked_sum_squares, [x], p)
+    assert r.ok, r.explain()
+    assert check_plan(_chunked_ref_of_order(10), PK.chunked_sum_squares, [x], p).ok
+    (d,) = check_plan(_chunked_ref_of_order(9), PK.chunked_sum_squares, [x], p).disagreements
+    assert d.kind == "order" and "up to 10 roundings" in d.message and "allows 9" in d.message, d.message
+    # a tree over 300 allows ceil(log2 300) = 9
+    (d,) = check_plan(_chunked_ref_of_order("tree"), PK.chunked_sum_squares, [x], p).disagreements
+    assert d.kind == "order" and "'tree' over 300 allows 9" in d.message, d.message
+
+
+def test_a_bf16_vector_accumulator_still_disagrees_with_an_fp32_sum():
+    x = torch.randn(4, 300).to(torch.bfloat16)
+    r = check_plan(chunked_ref, PK.chunked_sum_squares, [x], {"acc": "bf16"})
+    kinds = {d.kind for d in r.disagreements}
+    assert kinds == {"rounding", "reduction-format"}, r.explain()
+    d = next(d for d in r.disagreements if d.kind == "reduction-format")
+    assert "accumulates in bf16 where the reference sums in fp32" in d.message
+    assert any("add in bf16" in k for k in d.kernel) and any("reduce addf in bf16" in k for k in d.kernel)
 
 
 @no.reference
@@ -317,12 +438,61 @@ def test_a_users_kernels_rounding_by_hand_and_bf16_sum_are_flagged_and_a_misplac
     assert check_plan(op, U.rms_norm_eps_after_rsqrt, inputs, params).ok
 
 
+def test_triton36s_emulated_dot_scaled_is_read_through_the_select_around_its_scaled_operands():
+    """Triton 3.6's TTGIR for tl.dot_scaled on sm90 (saved: tests/fixtures/plan_ir) wraps each
+    bf16 operand·scale product in ``arith.select %scale_is_nan, %nan, %product`` before the
+    tt.dot; 3.9's does not. The products are read through the select's value operands."""
+    from numoracle.plan import kernel as K
+    base = os.path.join(os.path.dirname(__file__), "fixtures", "plan_ir", "mx_dot_scaled_triton36")
+    with open(base + ".ttir", encoding="utf-8") as f:
+        ttir = f.read()
+    with open(base + ".ttgir", encoding="utf-8") as f:
+        ttgir = f.read()
+    kir = K.KernelIR(ttir, ttgir)
+    g = kir.gmodule.function(kir.func.name)
+    defs = {r: o for o in g.walk() for r in o.results}
+    (dot,) = [o for o in g.walk() if o.name == "tt.dot"]
+    assert [defs[v].name for v in dot.operands[:2]] == ["arith.select", "arith.select"]
+    sites = K.extract(kir)
+    (ds,) = [s for s in sites if s.kind == "dot"]
+    assert ds.detail["scaled"] and ds.detail["emulated"] == "operands scaled in bf16"
+    muls = [s for s in sites if s.detail.get("companion")]
+    assert [(s.kind, s.op, s.fmt, s.rounds) for s in muls] == [("arith", "arith.mulf", "bf16", True)] * 2
+    assert all(s.where.file.endswith("mx_matmul.py") for s in muls)
+
+
+def test_a_power_of_two_built_from_bits_and_converted_by_value_is_read_as_an_encoding_misused():
+    x, s = torch.randn(32).to(torch.bfloat16), torch.randint(100, 150, (32,), dtype=torch.uint8)
+    kp = extract_plan(PK.pow2_scaled, [x, s], {"bitcast": True})
+    assert [x.detail.get("encoding") for x in kp.sites() if x.kind == "bits"] == ["pow2"]
+    kp = extract_plan(PK.pow2_scaled, [x, s], {"bitcast": False})
+    (b,) = [x for x in kp.sites() if x.kind == "bits"]
+    assert (b.op, b.src_fmt, b.fmt, b.detail["encoding"], b.detail["exponents"]) == \
+        ("arith.sitofp", "i32", "fp32", "by-value", [-127, 127])
+    assert "by value" in b.text() and b.where.line == _line(PK, "scale = bits.to(tl.float32)")
+    from numoracle.plan.check import compare_output
+    from numoracle.plan.cones import Cones
+    cones = Cones(kp)
+    (d,) = [d for d in compare_output(0, cones.output(kp.capture.outputs[0][0]), cones.items, {"round": {
+        "bf16": (1, [])}}, "bf16", "bf16") if d.kind == "bits"]
+    assert d.severity == "disagreement" and "by value, not by a bitcast" in d.message
+
+
 # --------------------------------------------------------------------------- command line
 
 def test_the_command_prints_one_line_per_site_and_exits_by_the_check(capsys):
     assert main(["plan", "rms_norm"]) == 0
     out = capsys.readouterr().out
     assert "rms_norm.py:47 (78)" in out and "rsqrt.approx" in out and "no disagreement" in out
+    # every store with its format, in the listing, with --all and in the JSON
+    assert "store fp32 to %rstd_ptr" in out and "store bf16 to %y_ptr" in out, out
+    assert main(["plan", "rms_norm", "--all"]) == 0
+    out = capsys.readouterr().out
+    assert "store fp32 to %rstd_ptr" in out and "store bf16 to %y_ptr" in out
+    assert main(["plan", "rms_norm", "--json"]) == 0
+    sites = json.loads(capsys.readouterr().out)["plan"]["kernels"][0]["sites"]
+    assert [(s["format"], s["detail"]["arg"]) for s in sites if s["kind"] == "store"] == [("fp32", "%rstd_ptr"),
+                                                                                         ("bf16", "%y_ptr")]
     assert main(["plan", "rms_norm", "--kernel", "1oversqrt"]) == 1
     out = capsys.readouterr().out
     assert "DISAGREE function" in out and "references.py:86" in out and "rms_norm.py:49" in out

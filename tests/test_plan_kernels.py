@@ -29,6 +29,41 @@ def sum_squares(x, *, acc="fp32", num_warps=4):
 
 
 @triton.jit
+def chunked_sum_squares_kernel(x_ptr, out_ptr, n_cols, ACC: tl.constexpr, VECTOR: tl.constexpr,
+                               CHUNK: tl.constexpr):
+    row = tl.program_id(0)
+    if VECTOR:
+        # a loop-carried vector accumulator, reduced after the loop (Triton's layer-norm tutorial)
+        if ACC == "fp32":
+            acc = tl.zeros((CHUNK,), dtype=tl.float32)
+        else:
+            acc = tl.zeros((CHUNK,), dtype=tl.bfloat16)
+        for start in range(0, n_cols, CHUNK):
+            cols = start + tl.arange(0, CHUNK)
+            x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+            if ACC == "fp32":
+                x = x.to(tl.float32)
+            acc += x * x
+        s = tl.sum(acc, axis=0)
+    else:
+        # a scalar running sum of each chunk's reduction
+        s = tl.zeros([], dtype=tl.float32)
+        for start in range(0, n_cols, CHUNK):
+            cols = start + tl.arange(0, CHUNK)
+            x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+            s += tl.sum(x * x, axis=0)
+    tl.store(out_ptr + row, s)
+
+
+def chunked_sum_squares(x, *, acc="fp32", vector=True, chunk=64):
+    """Row sums of squares (fp32 out) over CHUNK-wide chunks: a vector accumulator reduced after
+    the loop, or a scalar running sum of the chunks' sums."""
+    out = torch.empty(x.shape[0], dtype=torch.float32)
+    chunked_sum_squares_kernel[(x.shape[0],)](x, out, x.shape[1], ACC=acc, VECTOR=vector, CHUNK=chunk)
+    return out
+
+
+@triton.jit
 def scale_kernel(x_ptr, y_ptr, n, S: tl.constexpr, ROUND: tl.constexpr, EXP: tl.constexpr,
                  BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -164,6 +199,28 @@ def block_e2m1(x, *, shift=23, rule="floor", ties="even", low=0.25):
     s = torch.empty((x.shape[0], x.shape[1] // 32), dtype=torch.uint8)
     block_e2m1_kernel[(x.numel() // 32,)](x, q, s, SHIFT=shift, RULE=rule, TIES=ties, LOW=low)
     return q, s
+
+
+@triton.jit
+def pow2_scale_kernel(x_ptr, s_ptr, y_ptr, BITCAST: tl.constexpr):
+    """x·2^(s − 127) for E8M0 bytes s, the power of two built from its bits ((e + 127) << 23,
+    2^-127's subnormal pattern below, 2^127 above); BITCAST False converts that pattern by value
+    instead."""
+    offs = tl.arange(0, 32)
+    e = tl.minimum(tl.load(s_ptr + offs).to(tl.int32) - 127, 127)
+    bits = tl.where(e <= -127, 0x00400000, (e + 127) << 23)
+    if BITCAST:
+        scale = bits.to(tl.float32, bitcast=True)
+    else:
+        scale = bits.to(tl.float32)
+    tl.store(y_ptr + offs, (tl.load(x_ptr + offs).to(tl.float32) * scale).to(tl.bfloat16))
+
+
+def pow2_scaled(x, s, *, bitcast=True):
+    """(x·2^(s − 127)) in bf16 for 32 bf16 values x and uint8 exponents s."""
+    y = torch.empty(32, dtype=torch.bfloat16)
+    pow2_scale_kernel[(1,)](x, s, y, BITCAST=bitcast)
+    return y
 
 
 @triton.jit

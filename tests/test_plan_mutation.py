@@ -47,3 +47,14 @@ def test_plan_changing_mutants_are_flagged_and_unchanged_ones_are_not():
     # these eight operators' mutants hold 84 plan changes (2026-12-01): far fewer would mean the
     # study stopped seeing them, not that the check got better
     assert len(changed) >= 50 and sum(r.flagged for r in changed) >= 0.9 * len(changed)
+
+
+def test_a_dropped_bitcast_that_makes_the_integer_bits_the_scale_is_flagged():
+    """mx_scaled_matmul's _e8m0_value builds 2^E from its bits, ((E + 127) << 23).to(fp32,
+    bitcast=True); the widening_dropped mutant drops the bitcast, so tl.where's int32 is converted
+    by value: every operand scaled by (E + 127)·2^23. No rounding is added or removed (the product
+    is exact), but the reader sees an exponent field converted by value and flags it."""
+    rows = _rows("mx_scaled_matmul", kinds=["widening_dropped"], first_example=True)
+    (r,) = [r for r in rows if r.function == "_e8m0_value"]
+    assert r.plan_changed and r.flagged and any("by value, not by a bitcast" in m for m in r.new), r.to_dict()
+    assert not [x.to_dict() for x in rows if x.flagged_on_unchanged]

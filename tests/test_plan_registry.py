@@ -117,3 +117,23 @@ def test_a_faulty_kernel_with_the_correct_plan_is_not_flagged(name, faulty):
             continue
         r = check_plan(op, f"faulty:{faulty}", inputs, params)
         assert r.ok, (ex, params, r.explain())
+
+
+def test_the_layer_norm_tutorials_vector_accumulators_agree_with_the_registered_reference():
+    """Triton's layer-norm tutorial accumulates a row's statistics in BLOCK-wide fp32 vectors over
+    its chunks and reduces them after each loop (tests/fixtures/tutorial_layer_norm.py): each
+    statistic is one fp32 sum of the row, the registered reference's plan (96 columns in 3
+    chunks of 32), on every format; the mean's accumulator in bf16 is a real difference."""
+    from fixtures import tutorial_layer_norm as TL
+    op = operators.get("layer_norm")
+    for dt in (torch.bfloat16, torch.float16, torch.float32):
+        inputs, params = op.example(0, dtype=dt)
+        r = check_plan(op, TL.layer_norm_tutorial, inputs, params)
+        assert r.ok, r.explain()
+        assert r.outputs[0]["kernel_sites"] > 0
+    inputs, params = op.example(0, dtype=torch.bfloat16)
+    r = check_plan(op, TL.layer_norm_tutorial_bf16_mean, inputs, params)
+    assert not r.ok
+    assert {d.kind for d in r.disagreements} == {"reduction"}, r.explain()
+    assert all("1 reduction(s) in bf16 in the kernel and 0 in the reference" in d.message for d in r.disagreements)
+    assert {r.output_name(i) for d in r.disagreements for i in d.outputs} == {"y", "mu", "rstd"}, r.explain()

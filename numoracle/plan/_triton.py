@@ -54,6 +54,24 @@ def classes() -> Classes:
     return Classes(JITFunction, InterpretedFunction, Autotuner, Heuristics)
 
 
+def jit_function(obj, depth: int = 16):
+    """The ``@triton.jit`` object a module attribute stands for: the object itself, or the one an
+    ``@triton.autotune`` / ``@triton.heuristics`` wrapper (or a chain of them) wraps, following
+    their ``.fn``; the object unchanged when no ``JITFunction`` is found (the compiler then says
+    what it is)."""
+    from ..backends._triton_compat import jit_function_class
+    jit = jit_function_class()
+    cur = obj
+    for _ in range(depth):
+        if jit is None or isinstance(cur, jit):
+            return cur
+        nxt = getattr(cur, "fn", None)
+        if nxt is None or inspect.isfunction(nxt):
+            return obj
+        cur = nxt
+    return obj
+
+
 def python_function(kernel):
     """The plain Python function of a compiled or interpreted ``@triton.jit`` kernel."""
     fn = getattr(kernel, "fn", None)

@@ -47,6 +47,9 @@ def _compile(req: dict, cache: dict) -> dict:
     obj = m
     for part in req["qualname"].split("."):
         obj = getattr(obj, part)
+    # the module's name may be bound to an @triton.autotune or @triton.heuristics wrapper of
+    # the launched @triton.jit function: compile the function it wraps
+    obj = T.jit_function(obj)
     t = time.perf_counter()
     out = T.compile_ir(obj, req["signature"], req["constexprs"], tuple(req["divisible"]), req["options"],
                        T.target(req["arch"]))

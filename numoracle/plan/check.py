@@ -126,7 +126,7 @@ def kernel_tokens(entries: list) -> dict:
     reader does not recognise, ``exact_bits`` what it does (an exponent read, which also counts as
     its floor or ceil, a power of two from bits), ``codes`` integer codes from comparisons that
     are no rounding to a format."""
-    rounds, functions, integer, bits, rtz, exact_bits, nan, codes = {}, {}, {}, [], {}, [], {}, []
+    rounds, functions, integer, bits, rtz, exact_bits, nan, codes, by_value = {}, {}, {}, [], {}, [], {}, [], []
     for _, s in entries:
         if s.kind in ("cast", "arith") and s.rounds and K.is_low(s.fmt):
             rounds.setdefault(s.fmt, []).append(s)
@@ -155,12 +155,14 @@ def kernel_tokens(entries: list) -> dict:
             exact_bits.append(s)
         elif s.kind == "bits" and s.detail.get("by"):
             codes.append(s)           # an integer code from comparisons, not on the encoding
+        elif s.kind == "bits" and s.detail.get("encoding") == "by-value":
+            by_value.append(s)        # a float's encoding converted by value (a dropped bitcast)
         elif s.kind == "bits":
             bits.append(s)
         elif s.kind == "atomic" and K.is_low(s.fmt):
             rounds.setdefault(s.fmt, []).append(s)
     return {"round": rounds, "function": functions, "integer": integer, "bits": bits, "rtz": rtz,
-            "exact_bits": exact_bits, "nan": nan, "codes": codes}
+            "exact_bits": exact_bits, "nan": nan, "codes": codes, "by_value": by_value}
 
 
 def _kpos(sites) -> list:
@@ -317,6 +319,11 @@ def compare_output(i: int, cones: list, items: dict, prof: dict, out_fmt: str | 
                                     f"time(s)" + (": a rounding written by hand the reference does not model"
                                                   if kn > rn else ""), _kpos(ks), _rpos(rs), [i]))
     for sd in sides:
+        if sd.tokens["by_value"]:
+            found.append(Disagreement("bits", "the kernel converts an integer that holds a float's encoding (the bits "
+                                              "of a power of two, an exponent field built by hand) to a float by "
+                                              "value, not by a bitcast: the value is the bit pattern read as an "
+                                              "integer, not the power of two", _kpos(sd.tokens["by_value"]), [], [i]))
         if sd.tokens["codes"]:
             found.append(Disagreement("bits", "the kernel makes an integer code by comparisons with constants that are "
                                               "not the midpoints of a format's grid (no rounding to a format)",

@@ -398,16 +398,25 @@ def _flows(kir: K.KernelIR, name: str, target_op, depth: int = 0) -> bool:
 
 def _launch_links(kir: K.KernelIR, levels: dict) -> list:
     """Pairs of level keys where one level's result feeds the next (a reduce into a loop-carried
-    add, a dot into the accumulator that sums the tiles)."""
+    add, a dot into the accumulator that sums the tiles, a loop-carried vector accumulator into the
+    reduce after its loop)."""
     links = []
     for op, lvl in levels.items():
-        if not lvl.detail.get("loop"):
-            continue
-        for other_op, other in levels.items():
-            if other_op is op or not other_op.results:
-                continue
-            if any(_flows(kir, o, other_op) for o in op.operands):
-                links.append((other.key, lvl.key))
+        if lvl.detail.get("loop"):
+            for other_op, other in levels.items():
+                if other_op is op or not other_op.results:
+                    continue
+                if any(_flows(kir, o, other_op) for o in op.operands):
+                    links.append((other.key, lvl.key))
+        elif lvl.kind == "sum" and op.name == "tt.reduce":
+            # a loop-carried elementwise accumulator reduced after the loop (acc += x·x over a
+            # row's chunks, then tl.sum(acc), as Triton's layer-norm tutorial does): each term
+            # passes the loop's additions in its lane, then the tree, one reduction of the row
+            for other_op, other in levels.items():
+                if other_op is op or not other.detail.get("loop"):
+                    continue
+                if any(_flows(kir, o, other_op) for o in op.operands):
+                    links.append((other.key, lvl.key))
     return links
 
 

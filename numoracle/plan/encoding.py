@@ -92,6 +92,7 @@ class Analysis:
     groups: list = field(default_factory=list)        # [CompareRounding]
     compares: dict = field(default_factory=dict)      # id(arith.cmpf) in a group -> the compared value
     nan_casts: set = field(default_factory=set)       # id(cast) whose operand may be a selected NaN
+    by_value: dict = field(default_factory=dict)      # id(arith.sitofp) of a float's encoding -> detail
 
 
 @dataclass
@@ -368,6 +369,10 @@ def analyse(k) -> Analysis:
             cls = _exponent_of(ks, x) if ks is not None and leaf.kind == "bits" else None
         else:
             cls = None
+            if op.name in ("arith.sitofp", "arith.uitofp") and v is not None:
+                enc = _encoding_by_value(k, ints, op, val, v)
+                if enc is not None:
+                    out.by_value[id(op)] = enc
             if v is not None and leaf.kind == "bits":
                 # a stored byte holds its value unsigned (an E8M0 scale is E + 127)
                 w = ints.width(val) or 64
@@ -392,6 +397,29 @@ def analyse(k) -> Analysis:
         if op.name in ("arith.truncf", "tt.fp_to_fp") and op.operands and _selects_nan(k, op.operands[0]):
             out.nan_casts.add(id(op))
     return out
+
+
+def _encoding_by_value(k, ints, op, val, v: np.ndarray):
+    """An int -> fp32 conversion by value (``arith.sitofp``) of an integer that is, on every
+    sample, the fp32 encoding of a power of two (an exponent field built by hand, ``(e + 127) <<
+    23``, whose bitcast was dropped): {"encoding": "by-value", "exponents": [lo, hi]}, else None.
+    The exponent field's all-ones pattern (+inf) may be among the values; at least two powers."""
+    if k.fmt_of(op.results[0]) != "fp32" or ints.width(val) != 32:
+        return None
+    v = np.asarray(v, dtype=np.int64)
+    if v.size == 0 or (v < 0).any() or (v > 0x7F800000).any():
+        return None
+    f = (v & 0xFFFFFFFF).astype(np.uint32).view(np.float32).astype(np.float64)
+    fin = np.isfinite(f)
+    if not ((f[fin] > 0).all() and (f[~fin] == np.inf).all()):
+        return None
+    m, e = np.frexp(f[fin])
+    if not (m == 0.5).all():
+        return None
+    ks = np.unique(e - 1)
+    if len(ks) < 2:
+        return None
+    return {"encoding": "by-value", "exponents": [int(ks.min()), int(ks.max())]}
 
 
 def _integer_valued(k, name, depth: int = 0) -> bool:

@@ -199,6 +199,10 @@ class Site:
                 return f"bitcast {self.src_fmt} -> {self.fmt}: {d.get('rounding')}(log2 x) from the exponent field (exact)"
             if enc == "pow2":
                 return f"bitcast {self.src_fmt} -> {self.fmt}: a power of two built from its bits (exact)"
+            if enc == "by-value":
+                lo, hi = (d.get("exponents") or "??")[:2]
+                return (f"convert {self.src_fmt} -> {self.fmt} by value of an integer that holds a float's encoding "
+                        f"(the bits of 2^k, k in [{lo}, {hi}]): its value is the bit pattern, not 2^k")
             if d.get("by"):
                 return f"integer code by {d['by']} (no format's grid)"
             return f"bitcast {self.src_fmt} -> {self.fmt} (arithmetic on the encoding)"
@@ -586,8 +590,11 @@ def _extract(k: KernelIR, launch_index: int) -> list:
                 add("load", detail={"arg": k.pointer_arg(op.operands[0]) if op.operands else None})
         elif n == "tt.store":
             ptr, val = op.operands[0], op.operands[1] if len(op.operands) > 1 else None
-            pt = k.type_of(ptr)
-            pf = fmt_name(pt.elem) if pt is not None else None
+            # the pointer's type as the store prints it ("tt.store %p, %v : tensor<128x!tt.ptr<f32>>"),
+            # else as its definition gives it; a store rounds nothing: Triton's frontend casts the
+            # value to the pointee format before it (that cast is the site that rounds)
+            pt = op.operand_types[0] if op.operand_types and op.operand_types[0].pointer else k.type_of(ptr)
+            pf = fmt_name(pt.elem) if pt is not None and pt.pointer else None
             if pf:
                 add("store", fmt=pf, src_fmt=k.fmt_of(val) if val else None,
                     detail={"arg": k.pointer_arg(ptr)})
@@ -600,6 +607,10 @@ def _extract(k: KernelIR, launch_index: int) -> list:
                 exact = subset(k.repr_of(op.operands[0]), fmt) or (c is not None and representable(c, fmt))
                 add("cast", src_fmt=src, rounds=not exact, rounding=_rounding_mode(op),
                     detail={"overflow": "nan"} if id(op) in enc.nan_casts else {})
+        elif n in ("arith.sitofp", "arith.uitofp") and id(op) in enc.by_value:
+            # a float's encoding converted by value: the bit pattern's integer, not its float
+            t = k.type_of(op.operands[0])
+            add("bits", src_fmt=t.elem if t is not None else "int", detail=dict(enc.by_value[id(op)]))
         elif n in ("arith.sitofp", "arith.uitofp") and is_low(fmt):
             add("cast", src_fmt="int", rounds=True, rounding="rtne")
         elif n in ARITH and fmt and op.parent is not None and op.parent.name in ("tt.reduce", "tt.scan"):
@@ -755,13 +766,35 @@ def _emulated_scaling(k: KernelIR, op) -> list:
         if d.name != "tt.dot" or M.frames(d.loc, k.gmodule.aliases) != want:
             continue
         for v in d.operands[:2]:
-            src = defs.get(v)
-            while src is not None and src.name in _PASS and src.operands:
-                src = defs.get(src.operands[0])
-            if src is not None and src.name == "arith.mulf" and src.result_types \
-                    and fmt_name(src.result_types[0].elem) in ("bf16", "fp16"):
+            src = _scaling_product(defs, v)
+            if src is not None:
                 out.append(src)
     return out
+
+
+def _scaling_product(defs: dict, name, depth: int = 0):
+    """The half-precision product an emulated scaled dot's operand comes from, through layout
+    operations and selects (Triton 3.6 selects NaN in, ``arith.select %scale_is_nan, %nan,
+    %product``, where 3.9 does not): the product, or None."""
+    src = defs.get(name)
+    while src is not None and depth < 64:
+        depth += 1
+        if src.name == "arith.mulf":
+            if src.result_types and fmt_name(src.result_types[0].elem) in ("bf16", "fp16"):
+                return src
+            return None
+        if src.name == "arith.select" and len(src.operands) >= 3:
+            # the value operands (not the condition); a constant one is the NaN selected in
+            for o in src.operands[1:3]:
+                got = _scaling_product(defs, o, depth)
+                if got is not None:
+                    return got
+            return None
+        if src.name in _PASS and src.operands:
+            src = defs.get(src.operands[0])
+            continue
+        return None
+    return None
 
 
 def _mma(k: KernelIR, op) -> str | None:

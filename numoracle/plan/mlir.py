@@ -258,6 +258,10 @@ def _make_op(name: str, results: list, rest: str, loc, line: int) -> Op:
     if name == "tt.load" and ins:
         p = ins[0]
         outs = [Type(p.text, p.elem, p.shape, p.encoding, False)]
+    if name == "tt.addptr" and ins:
+        # "tt.addptr %p, %off : !tt.ptr<f32>, i32": the result is the pointer (the first type),
+        # not the offset (the last)
+        outs = [ins[0]]
     if name in ("arith.cmpf", "arith.cmpi") and ins:
         outs = [Type(ins[0].text, "i1", ins[0].shape, ins[0].encoding)]
     op = Op(name, results, head, sig, loc, _NAME.findall(re.sub(r"\{[^{}]*\}", "", operands_text)),
@@ -266,12 +270,54 @@ def _make_op(name: str, results: list, rest: str, loc, line: int) -> Op:
     return op
 
 
+class _Names:
+    """Value names by scope.  MLIR's printer numbers each region's values afresh, so sibling
+    regions (two ``scf.for`` bodies one after the other) may print the same name (``%x_20``) for
+    different values; a name is visible in its region and the regions it encloses only.  Every
+    definition gets a name unique in its function (a reused one gets ``@N`` before any ``#i``
+    result index), and every use is resolved innermost scope first."""
+
+    def __init__(self, args: list):
+        self.scopes = [{n: n for n, _ in args}]
+        self.taken = set(self.scopes[0])
+        self.count = 0
+
+    def push(self):
+        self.scopes.append({})
+
+    def pop(self):
+        if len(self.scopes) > 1:
+            self.scopes.pop()
+
+    def use(self, name: str) -> str:
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return name
+
+    def define(self, names: list) -> list:
+        """Unique names for one operation's results (or one block's arguments) in the innermost
+        scope; the results ``%s#0``, ``%s#1`` of one operation share their renamed base."""
+        out, bases = [], {}
+        for n in names:
+            base, sep, idx = n.partition("#")
+            if n in self.taken and base not in bases:
+                self.count += 1
+                bases[base] = f"{base}@{self.count}"
+            u = bases.get(base, base) + sep + idx
+            self.scopes[-1][n] = u
+            self.taken.add(u)
+            out.append(u)
+        return out
+
+
 def parse(text: str) -> Module:
     """Parse a printed TTIR / TTGIR module."""
     aliases, functions = {}, {}
     module_attrs = ""
     stack: list = []             # open region ops (or functions): [(Op | Function, region index)]
     func = None
+    names = None
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("//"):
@@ -292,6 +338,7 @@ def parse(text: str) -> Module:
             func.public = fm.group(1) != "private"
             functions[func.name] = func
             stack = []
+            names = _Names(func.args)
             continue
         if func is None:
             continue
@@ -310,8 +357,11 @@ def parse(text: str) -> Module:
                 op.regions.append([])
                 op.block_args.append([])
                 stack[-1] = (op, len(op.regions) - 1)
+                names.pop()
+                names.push()
                 continue
             stack.pop()
+            names.pop()
             rest, loc = strip_loc(tail)
             if loc is not None:
                 op.loc = loc
@@ -325,7 +375,8 @@ def parse(text: str) -> Module:
         if bm:
             if stack and bm.group(2):
                 op, r = stack[-1]
-                op.block_args[r].extend(_parse_args(bm.group(2)))
+                bargs = _parse_args(bm.group(2))
+                op.block_args[r].extend(zip(names.define([n for n, _ in bargs]), [t for _, t in bargs]))
             continue
         rm = _RESULTS.match(line)
         results, rest = ([], line) if not rm else (_result_names(rm.group(1)), rm.group(2))
@@ -343,6 +394,10 @@ def parse(text: str) -> Module:
             # generic form: "tt.reduce"(%x) <{axis = 0 : i32}> ({ ... }) : (types) -> type
             body = body.replace("(", " ", 1) if body.startswith("(") else body
         op = _make_op(name, results, body, loc, lineno)
+        # uses in the enclosing scopes; results in the enclosing region; what the op's region
+        # defines (an scf.for's induction variable and iter_args) in that region
+        op.operands = [names.use(o) for o in op.operands]
+        op.results = names.define(op.results)
         if stack:
             parent, r = stack[-1]
             op.parent = parent
@@ -352,7 +407,9 @@ def parse(text: str) -> Module:
         if opens:
             op.regions.append([])
             op.block_args.append([])
+            names.push()
             if op.defines:
+                op.defines = names.define(op.defines)
                 op.block_args[0].extend((n, None) for n in op.defines)
             stack.append((op, 0))
     return Module(functions, aliases, module_attrs)
