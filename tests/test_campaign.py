@@ -131,3 +131,96 @@ def test_a_resumed_replay_stage_runs_both_entries_of_a_shared_pair_number(monkey
     assert len(out) == len(RP.PAIRS) and len({RP.key(r) for r in out}) == len(RP.PAIRS)
     assert RP.key(first3) not in ran and len(ran) == len(RP.PAIRS) - 1
     assert [(r["operator"], r["faulty"]) for r in out] == [(p.operator, p.faulty) for p in RP.PAIRS]
+
+
+# ---- the output directory's lock, and the working time across resumes (issue #23) ------------
+
+import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _campaign_cli(out, *extra, cases="12"):
+    return [sys.executable, "-m", "numoracle", "campaign", "--quick", "--ops", "rms_norm", "--stages", "correct",
+            "--cases", cases, "--out", str(out), "--quiet", *extra]
+
+
+def _env():
+    return dict(os.environ, PYTHONPATH=str(ROOT))
+
+
+def test_a_second_campaign_on_a_locked_directory_is_refused_naming_the_holder(tmp_path):
+    from numoracle.studies.campaign import CampaignDir
+    out = tmp_path / "camp"
+    with CampaignDir(out):                         # this process is the first campaign
+        p = subprocess.run(_campaign_cli(out), cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+        assert p.returncode == 2, (p.stdout, p.stderr)
+        assert f"in use by another campaign (pid {os.getpid()} since" in p.stderr, p.stderr
+        assert "give another --out directory" in p.stderr and "Traceback" not in p.stderr
+        assert not (out / "campaign.json").exists() and not (out / "units").exists()
+        # in this process too: the API refuses the same way
+        with pytest.raises(InvalidArgument, match=f"pid {os.getpid()}"):
+            campaign(out, backend="interpreter", size="quick", ops=["rms_norm"], stages=("correct",),
+                     log=lambda s: None)
+    with CampaignDir(out):                         # released: the next one takes it
+        assert f"pid {os.getpid()}" in (out / ".lock").read_text()
+
+
+@pytest.mark.slow
+def test_two_campaign_commands_on_one_directory_the_second_refused(tmp_path):
+    out = tmp_path / "camp"
+    first = subprocess.Popen(_campaign_cli(out, cases="40"), cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.time() + 300
+        while first.poll() is None and time.time() < end and not (out / "units").is_dir():
+            time.sleep(0.05)                       # the lock is taken before the first unit is written
+        assert first.poll() is None, first.communicate()
+        p = subprocess.run(_campaign_cli(out, cases="40"), cwd=ROOT, env=_env(), capture_output=True, text=True,
+                           timeout=600)
+        holding = first.poll() is None
+    finally:
+        first.kill()
+        first.communicate()
+    assert holding, "the first campaign ended before the second tried: nothing tested"
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert f"in use by another campaign (pid {first.pid} since" in p.stderr, p.stderr
+
+
+@pytest.mark.slow
+def test_meta_seconds_keeps_growing_across_a_kill_9_and_resumes(tmp_path):
+    import json as _json
+    out = tmp_path / "camp"
+    t0 = time.monotonic()
+    p = subprocess.Popen(_campaign_cli(out), cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    end = time.time() + 300
+    while p.poll() is None and time.time() < end and not (out / "campaign.json").exists():
+        time.sleep(0.02)                           # the first kernel's units are written
+    time.sleep(0.3)
+    assert p.poll() is None, "the campaign ended before it was killed: nothing tested"
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=60)
+    first_wall = time.monotonic() - t0
+    killed = _json.loads((out / "campaign.json").read_text())
+    s1 = killed["meta"]["seconds"]
+    assert "done" not in killed or "correct" not in killed.get("done", [])
+    assert 0 < s1 <= first_wall, (s1, first_wall)
+
+    t1 = time.monotonic()
+    r = subprocess.run(_campaign_cli(out), cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=900)
+    second_wall = time.monotonic() - t1
+    assert r.returncode == 0, r.stderr[-2000:]
+    s2 = _json.loads((out / "campaign.json").read_text())["meta"]["seconds"]
+    # this run's working time is added to what the killed one recorded, never in its place
+    assert s1 < s2 <= s1 + second_wall + 0.2, (s1, s2, second_wall)
+
+    r = subprocess.run(_campaign_cli(out), cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    s3 = _json.loads((out / "campaign.json").read_text())["meta"]["seconds"]
+    assert s2 <= s3 < s2 + 30, (s2, s3)            # nothing left to do: a little more, not a reset

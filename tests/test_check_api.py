@@ -110,6 +110,17 @@ def test_bad_arguments_are_invalid_argument(bad, match):
     assert isinstance(ei.value, ValueError) and isinstance(ei.value, TypeError)
 
 
+@pytest.mark.parametrize("value", ["bogus", "Raise", None, True])
+def test_assert_accepted_refuses_an_unknown_uncertified_policy(value):
+    # issue #23: uncertified='bogus' was ignored (an uncertified verdict passed silently)
+    x, w = _inputs()
+    with pytest.raises(no.InvalidArgument, match=f"uncertified={value!r}: expected 'raise'.*or 'ignore'"):
+        no.assert_accepted(rms_norm_llama, outputs=_kernel(x, w), inputs=(x, w), uncertified=value)
+    # the two it takes
+    for ok in ("raise", "ignore"):
+        assert no.assert_accepted(rms_norm_llama, outputs=_kernel(x, w), inputs=(x, w), uncertified=ok).accepted
+
+
 def test_non_tensor_and_wrong_count_inputs():
     x, w = _inputs()
     y = _kernel(x, w)

@@ -11,7 +11,11 @@ the result says where they ran, and the worker's memory, case by case.
 
 Budgets: ``max_examples`` (Hypothesis's count), ``seconds`` (wall clock for
 the search; shrinking has its own ``shrink_seconds``).  The exit reason says
-which one ended the run, or that a counterexample or Ctrl-C did.  With a
+which one ended the run, or that a counterexample or Ctrl-C / SIGTERM did.  A run
+interrupted while it shrinks a finding (Hypothesis's shrink or the element shrink) keeps
+the finding as shrunk so far, reports and saves it, and still ends interrupted (130 / 143).
+Every case is a safe point where an interrupt swallowed elsewhere is raised again
+(``execute.check_interrupt``).  With a
 ``database`` directory the run resumes: Hypothesis replays the failures it
 saved there before drawing new cases.
 """
@@ -29,7 +33,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
 from .. import backends
 from ..strategies.cases import cases as cases_strategy
-from .execute import UserInterrupt, judge, run_case
+from .execute import UserInterrupt, check_interrupt, interrupt_reported, judge, pending_interrupt, run_case
 from .kernels import resolve
 from .outcomes import MemoryWatch, RunResult
 from .shrink import input_roles, minimize
@@ -203,6 +207,12 @@ def _interrupt_reason(exc: BaseException) -> str:
     return "terminated" if isinstance(exc, UserInterrupt) and exc.signum == signal.SIGTERM else "interrupted"
 
 
+def _size(outcome) -> int:
+    """How many elements a finding's inputs hold: of two failing cases, the smaller is the
+    better shrunk."""
+    return sum(int(t.numel()) for t in (outcome.inputs or ()) if hasattr(t, "numel"))
+
+
 def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max_examples=100,
          seconds=None, strategy=None, explicit=(), seed=None, derandomize=False, database=None,
          timeout=60.0, isolate=None, shrink=True, shrink_seconds=30.0, corpus=None, expect="accept",
@@ -243,8 +253,10 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
     times = result.times
     # the end of the last case's body: what passes until the next one is Hypothesis's
     clock = {"last": None}
+    # "best": the finding as shrunk so far (the first confirmed one, then each smaller case that
+    # fails the same way), what an interrupt while shrinking keeps
     state = {"phase": "search", "deadline": None if seconds is None else time.time() + seconds,
-             "found": None, "shrink_deadline": None}
+             "found": None, "shrink_deadline": None, "best": None}
     if progress is True:
         progress = Progress(f"{op.name}/{kspec}", deadline=state["deadline"])
     elif progress is False:
@@ -267,6 +279,7 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
         events[text] += 1
 
     def body(case):
+        check_interrupt()          # a safe point: an interrupt swallowed since the last case ends here
         if state["phase"] == "search":
             t0 = time.perf_counter()
             if clock["last"] is not None:
@@ -306,6 +319,7 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
                 target(ulps, label="excess in ulps")
             if out.is_finding and stop_on_first:
                 state["found"] = (out.status, out.failure_class)
+                state["best"] = out
                 state["phase"] = "shrink"
                 state["shrink_deadline"] = time.time() + shrink_seconds
                 _found(out)
@@ -327,6 +341,8 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
         if progress:
             progress.update(result, note="shrinking")
         if (out.status, out.failure_class) == state["found"]:
+            if state["best"] is None or _size(out) <= _size(state["best"]):
+                state["best"] = out
             _found(out)
 
     parent = hypothesis_settings if hypothesis_settings is not None else settings.default
@@ -378,6 +394,12 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
         _note_budget_statistics(exc, seconds, result, events)
     except KeyboardInterrupt as exc:
         result.exit_reason = _interrupt_reason(exc)
+        if state["best"] is not None:
+            # interrupted while Hypothesis shrank a finding: it is kept as shrunk so far
+            found = state["best"]
+            result.warnings.append(f"the run was {result.exit_reason} while Hypothesis shrank the finding: it is "
+                                   f"kept as shrunk so far ({result.shrink_evaluations} shrink evaluations), "
+                                   f"not shrunk element by element")
     except BaseException as exc:       # Hypothesis wraps errors from explicit examples
         inner = getattr(exc, "exceptions", None)
         hit = [e for e in (inner or []) if isinstance(e, _Counterexample)]
@@ -385,6 +407,10 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
             raise
         found = hit[0].outcome
         result.exit_reason = "first counterexample"
+    if pending_interrupt() is not None and result.exit_reason not in ("interrupted", "terminated"):
+        # an interrupt that arrived after the last safe point (swallowed where it was raised)
+        result.exit_reason = "terminated" if pending_interrupt() == signal.SIGTERM else "interrupted"
+    interrupted = result.exit_reason in ("interrupted", "terminated")
     result.elapsed = time.time() - result.started
     if state["phase"] == "search" and clock["last"] is not None:
         times.add("draw", time.perf_counter() - clock["last"])     # Hypothesis after the last case
@@ -394,22 +420,31 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
     if found is not None:
         result.counterexample = found
         result.shrunk_from = found.case
-        if shrink:
+        if shrink and not interrupted:
             t0 = time.time()
             if progress:
                 progress.update(result, force=True, note="shrinking elements")
             cfg = found.case.config
 
+            sofar = {"best": found, "n": 0}
+
             def evaluate(inputs):
-                return judge(op, kfn, inputs, found.params, cfg, case=found.case, **kw)
+                sofar["n"] += 1
+                out = judge(op, kfn, inputs, found.params, cfg, case=found.case, **kw)
+                # the shrinker keeps every case that fails the same way: the best so far
+                if (out.status, out.failure_class) == (found.status, found.failure_class):
+                    sofar["best"] = out
+                return out
             try:
                 roles = input_roles(op, found.case.fmt, found.inputs)
                 best, used = minimize(evaluate, found, roles=roles, cols_multiple_of=op.domain.cols_multiple_of,
                                       min_rows=op.domain.rows[0], min_cols=op.domain.cols[0],
                                       seconds=shrink_seconds)
-            except KeyboardInterrupt as exc:  # an interrupt while shrinking keeps what was found
-                best, used = found, 0
+            except KeyboardInterrupt as exc:  # an interrupt while shrinking keeps what was found, shrunk so far
+                best, used = sofar["best"], sofar["n"]
                 result.exit_reason = _interrupt_reason(exc)
+                result.warnings.append(f"the run was {result.exit_reason} while the finding was shrunk element by "
+                                       f"element: it is kept as shrunk so far")
             except Exception as exc:  # noqa: BLE001 - a shrinker failure must not lose the finding
                 best, used = found, 0
                 result.warnings.append(f"shrinking stopped by {type(exc).__name__}: {exc}; the case is saved "
@@ -427,6 +462,8 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
                 result.save_error = f"could not save the case to {corpus}: {type(exc).__name__}: {exc}"
             if result.saved and result.counterexample.verdict is not None:
                 result.counterexample.verdict.replay = result.saved
+    if result.exit_reason in ("interrupted", "terminated"):
+        interrupt_reported()       # the result says so: its exit code is 130 / 143
     if progress:
         progress.update(result, force=True)
         progress.done()

@@ -13,6 +13,11 @@ with ``settings.isolate`` the kernel runs in a supervised worker process instead
 
 Only a ``UserInterrupt`` - the user's Ctrl-C or a SIGTERM, which ``interrupts()`` turns
 into one - ends a run; a ``KeyboardInterrupt`` the kernel raises itself is its failure.
+The signal is recorded as *pending* before anything is raised, and it stays pending until
+the ``interrupts()`` block ends: raised where Python would only print it ("Exception ignored
+in: gc_callback", a finalizer), it is deferred, and every safe point (``check_interrupt``:
+each case, before and after each kernel or worker call) raises it again, so that no
+interrupt is swallowed and a run always stops within about a case.
 """
 
 from __future__ import annotations
@@ -53,21 +58,83 @@ def _raise_interrupt(signum, frame):
     raise UserInterrupt(signum)
 
 
+# the interrupt that arrived inside an ``interrupts()`` block: its signal number, and whether
+# a run has reported it (its result says "interrupted" / "terminated")
+_PENDING = {"signum": None, "reported": False, "depth": 0}
+
+
+def _swallowed_here(frame) -> bool:
+    """Whether an exception raised in ``frame`` would be printed as "Exception ignored" and
+    dropped: inside a gc callback (Hypothesis installs one, junkdrawer.gc_cumulative_time) or
+    a finalizer, anywhere up the stack."""
+    import gc
+    codes = {getattr(cb, "__code__", None) for cb in list(gc.callbacks)}
+    codes.discard(None)
+    f, n = frame, 0
+    while f is not None and n < 200:
+        if f.f_code in codes or f.f_code.co_name == "__del__":
+            return True
+        f, n = f.f_back, n + 1
+    return False
+
+
+def _on_interrupt(signum, frame):
+    """The handler ``interrupts()`` installs: the interrupt is pending from now on, and raised
+    here unless raising here would be swallowed (then the next safe point raises it)."""
+    if _PENDING["signum"] is None:
+        _PENDING["signum"] = signum
+    if _swallowed_here(frame):
+        return
+    raise UserInterrupt(_PENDING["signum"])
+
+
+def pending_interrupt() -> "int | None":
+    """The signal number of the interrupt pending in this ``interrupts()`` block, or None."""
+    return _PENDING["signum"]
+
+
+def check_interrupt() -> None:
+    """A safe point: raise the pending interrupt (main thread only).  Once an interrupt has
+    arrived every safe point raises it, until the ``interrupts()`` block ends: the run is
+    ending, and one swallowed raise must not let it go on."""
+    signum = _PENDING["signum"]
+    if signum is not None and threading.current_thread() is threading.main_thread():
+        raise UserInterrupt(signum)
+
+
+def interrupt_reported() -> None:
+    """A run has ended on the pending interrupt and says so in its result (its exit code is
+    130 / 143): the end of the ``interrupts()`` block need not raise it again."""
+    _PENDING["reported"] = True
+
+
 @contextlib.contextmanager
 def interrupts(terminate: bool = True):
     """SIGINT (and SIGTERM, with ``terminate``) raise ``UserInterrupt`` inside the block, so
     that a run can tell them from a kernel's own KeyboardInterrupt and end with its summary.
+    The interrupt stays pending (``check_interrupt`` raises it again) until the block ends; a
+    block whose body returned while one was pending that no run reported raises it as it ends.
     Main thread only (elsewhere a no-op)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     sigs = [signal.SIGINT] + ([signal.SIGTERM] if terminate else [])
-    old = {s: signal.signal(s, _raise_interrupt) for s in sigs}
+    old = {s: signal.signal(s, _on_interrupt) for s in sigs}
+    outer = _PENDING["depth"] == 0
+    if outer:
+        _PENDING.update(signum=None, reported=False)
+    _PENDING["depth"] += 1
     try:
         yield
+        signum = _PENDING["signum"]
+        if outer and signum is not None and not _PENDING["reported"]:
+            raise UserInterrupt(signum)
     finally:
+        _PENDING["depth"] -= 1
         for s, h in old.items():
             signal.signal(s, h)
+        if outer:
+            _PENDING.update(signum=None, reported=False)
 
 
 @contextlib.contextmanager
@@ -149,6 +216,7 @@ def execute(kernel, inputs, params, config=(), *, timeout=None, device="cpu", is
     never raises for the kernel, only for the user's interrupt.  ``isolate`` (default ``settings.isolate``): in the supervised
     worker process, when the kernel can be named there (``worker.recipe_of``)."""
     from ..config import settings
+    check_interrupt()                   # a safe point: an interrupt swallowed elsewhere ends here
     current = settings.default
     isolate = current.isolate if isolate is None else isolate
     if timeout is None:
@@ -161,7 +229,9 @@ def execute(kernel, inputs, params, config=(), *, timeout=None, device="cpu", is
             backend = backends.selected() or backends.select("auto")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                return worker.shared(backend).call(recipe, inputs, params, dict(config), timeout)
+                ran = worker.shared(backend).call(recipe, inputs, params, dict(config), timeout)
+            check_interrupt()
+            return ran
     t0 = time.perf_counter()
     from .launches import recorded
     try:
@@ -171,11 +241,13 @@ def execute(kernel, inputs, params, config=(), *, timeout=None, device="cpu", is
     except UserInterrupt:
         raise
     except KernelTimeout as exc:
+        check_interrupt()
         return Execution("timeout", error=str(exc), error_type="KernelTimeout", seconds=time.perf_counter() - t0)
     except BaseException as exc:  # noqa: BLE001 - the kernel's own failure (SystemExit, KeyboardInterrupt too)
         user = _interrupted(exc)
         if user is not None:
             raise UserInterrupt(user.signum) from None
+        check_interrupt()               # a kernel that caught the user's interrupt does not keep the run going
         if _timed_out(exc):
             return Execution("timeout", error=f"no return within {timeout or 0:g} s", error_type="KernelTimeout",
                              seconds=time.perf_counter() - t0)
@@ -186,6 +258,7 @@ def execute(kernel, inputs, params, config=(), *, timeout=None, device="cpu", is
         return Execution("error", error=text[:800], error_type=type(exc).__name__,
                          traceback=traceback.format_exc()[-1500:], seconds=time.perf_counter() - t0,
                          origin=_origin(exc.__traceback__))
+    check_interrupt()
     from .worker import rss_mb
     return Execution("ok", outs, seconds=time.perf_counter() - t0, rss_mb=rss_mb(), launch=launch)
 
