@@ -176,8 +176,9 @@ def test_the_excess_of_a_zero_is_counted_in_ulps_of_the_bound_it_missed():
     bad.reshape(-1)[i] = 0.0
     v = no.check(rms_norm_llama, outputs=bad, inputs=(x, w), params={"eps": 1e-6}, mode="fixed")
     worst = v.to_dict()["worst"]
-    assert v.status == "reject" and worst["index"] == list(torch.unravel_index(torch.tensor(i), y.shape)) \
-        if "index" in worst else v.status == "reject"
+    assert v.status == "reject" and v.to_dict()["rejected"] == 1
+    assert worst["index"] == [int(k) for k in torch.unravel_index(torch.tensor(i), y.shape)]
+    assert worst["kernel"] == 0.0
     value = float(y.reshape(-1)[i].float().abs())
     from numoracle.formats import bf16, ulp
     expected = value / float(ulp(torch.tensor(value, dtype=torch.float64), bf16))
