@@ -5,7 +5,8 @@ Three measurements, each in a fresh process per (side, operator), the sides inte
 (``--side NAME=PATH``: PATH is put first on PYTHONPATH; the default is this checkout):
 
 - ``stream``: verdicts per second over a drawn stream of shapes (rows 1-64, columns
-  1-4096, uniform; bf16) for ``no.check`` (default settings) and for a float64 torch
+  1-4096, uniform; bf16) for ``no.check`` (default settings, but ``--shapes-after``: the
+  seconds of eager verdicts before a kind compiles with symbolic sizes) and for a float64 torch
   reference + ``torch.testing.assert_close`` of the same outputs.  Inputs and kernel
   outputs (the emulator's; the torch quantizer for per_token_group_quant_fp8) are made
   before the clock starts.  Two streams of different shapes: ``cold`` (the first, with
@@ -99,11 +100,34 @@ def reference_check(op_name, inputs, params, outs):
     return True
 
 
-def child_stream(op_name: str, cases: int, seed: int) -> dict:
+def child_stream(op_name: str, cases: int, seed: int, shapes_after=None) -> dict:
+    """``shapes_after``: settings.compile_shapes_after for the run (None: the default; a side
+    without the field ignores it)."""
+    import contextlib
     import torch
     import numoracle as no
     from numoracle.check import check
     row = {"op": op_name, "cases": cases, "numoracle": no.__file__, "threads": torch.get_num_threads()}
+    block = contextlib.nullcontext()
+    if shapes_after is not None and "compile_shapes_after" in {f.name for f in no.settings.fields()}:
+        block = no.settings(compile_shapes_after=shapes_after)
+        row["compile_shapes_after"] = shapes_after
+    with block:
+        _stream_phases(op_name, cases, seed, row, check)
+    try:
+        from numoracle.verdict import compiled
+        row["plans"] = len(compiled.plans())
+        row["compiled_plans"] = sum(1 for p in compiled.plans() if p.fn is not None and p.failed is None)
+        kinds = [p for p in compiled.plans() if getattr(p, "symbolic", False)]
+        row["symbolic_plans"] = len(kinds)
+        row["symbolic_compiled_calls"] = sum(p.compiled_calls for p in kinds)
+        row["symbolic_failed"] = [p.failed for p in kinds if p.failed]
+    except Exception:
+        pass
+    return row
+
+
+def _stream_phases(op_name, cases, seed, row, check):
     for phase, s in (("cold", seed), ("warm", seed + 1)):
         op, cs = make_cases(op_name, cases, s)
         row[f"{phase}_elements"] = sum(c[0][0].numel() for c in cs)
@@ -121,13 +145,6 @@ def child_stream(op_name: str, cases: int, seed: int) -> dict:
         row[f"{phase}_reference_per_s"] = cases / row[f"{phase}_reference_s"]
         row[f"{phase}_numoracle_per_s"] = cases / row[f"{phase}_numoracle_s"]
         row[f"{phase}_ratio"] = row[f"{phase}_numoracle_per_s"] / row[f"{phase}_reference_per_s"]
-    try:
-        from numoracle.verdict import compiled
-        row["plans"] = len(compiled.plans())
-        row["compiled_plans"] = sum(1 for p in compiled.plans() if p.fn is not None and p.failed is None)
-    except Exception:
-        pass
-    return row
 
 
 def child_one(op_name: str, reps: int) -> dict:
@@ -242,6 +259,9 @@ def main(argv=None) -> int:
     ap.add_argument("--ops", default=",".join(OPS))
     ap.add_argument("--cases", type=int, default=200, help="shapes per stream")
     ap.add_argument("--seed", type=int, default=26)
+    ap.add_argument("--shapes-after", type=float, default=None,
+                    help="settings.compile_shapes_after for the stream (default: the settings' default); "
+                         "small, the cold stream compiles each kind and the warm one runs compiled")
     ap.add_argument("--reps", type=int, default=5, help="best of this many at 10^6")
     ap.add_argument("--fuzz-seconds", type=float, default=20.0)
     ap.add_argument("--fuzz-op", default="rms_norm")
@@ -274,7 +294,7 @@ def main(argv=None) -> int:
               f"{'no/s warm':>10s} {'ratio':>7s}")
         for op in ops:
             for name, path in sides:
-                r = _child(path, "stream", op, a.cases, a.seed)
+                r = _child(path, "stream", op, a.cases, a.seed, a.shapes_after)
                 r["side"] = name
                 result["stream"].append(r)
                 if "error" in r:

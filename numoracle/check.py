@@ -10,11 +10,12 @@ on a bad kernel but ``assert_accepted``, which raises ``OracleViolation`` (and
 from __future__ import annotations
 
 import numbers
+import time
 from collections.abc import Mapping
 
 import torch
 
-from . import backends, config
+from . import backends, config, heap
 from . import formats as F
 from .errors import InvalidArgument, OracleViolation, Uncertified
 from .oracles import quantizer as quantizer_oracle
@@ -86,10 +87,11 @@ def evaluate(program, inputs, params=None, *, backend="interpreter", profile=Non
     without running the calculus again.  Always eager.  ``launch``: the kernel's launch
     configuration ({name: value}) for the program's ``no.launch()`` parameters."""
     program = _program(program)
-    _, p, nonfinite = _options(settings, p, nonfinite)
+    s, p, nonfinite = _options(settings, p, nonfinite)
     inputs, params = _inputs(inputs), program.with_launch(_params(params), launch)
     backend = backends.resolve(backend, profile=profile)
     prof = backend.profile()
+    heap.prepare(s, [x[0] if _is_pair(x) else x for x in inputs])
     ev = evaluation.evaluate(program, inputs, params, prof, p, nonfinite)
     ev.p = p
     ev.assumptions = backend.assumptions()
@@ -150,8 +152,11 @@ def _check_modes(program, outputs, inputs, params, modes, backend, p, profile, n
             rerun = evaluation.ReferenceRun(program=program, inputs=inputs, params=params, profile=prof, nonfinite=nonfinite)
             return verdicts(program.name, modes, p, confirm, assumptions, outs, cert, rerun)
 
+    t0 = time.perf_counter()
     ev = evaluate(program, inputs, params, backend=backend, p=p, nonfinite=nonfinite, settings=s)
     result = ev.judge(kernel_outs, modes, confirm)
+    if plan is not None:
+        compiled.spent(plan, time.perf_counter() - t0)
     # MX and NVFP4 outputs stay eager: their compiled judgement has not been compared with this one
     if plan is not None and quantizer_oracle.compiles(ev.refs):
         plan.learn(ev.ctx.sites, ev.names, [r.fmt for r in ev.refs], [reg is None for reg in ev.regions],

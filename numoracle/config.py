@@ -83,14 +83,14 @@ def _probability(name: str):
     return check
 
 
-def _seconds(name: str):
+def _seconds(name: str, zero: str = "no limit"):
     def check(v):
         try:
             f = float(v)
         except (TypeError, ValueError):
             f = float("nan")
         if isinstance(v, bool) or not (f >= 0 and f != float("inf")):
-            raise InvalidArgument(f"{name}={v!r}: expected a finite number of seconds >= 0 (0: no limit).")
+            raise InvalidArgument(f"{name}={v!r}: expected a finite number of seconds >= 0 (0: {zero}).")
         return f
     return check
 
@@ -132,6 +132,12 @@ FIELDS = (
     Field("eager_calls", 2,
           "under compile='auto', the eager verdicts of a signature before it is compiled",
           _count("eager_calls")),
+    Field("compile_shapes_after", 20.0,
+          "under compile='auto' or 'always', the seconds of eager verdicts after which one kind of signature "
+          "(the same program, formats, parameters, mode and tensors' number of dimensions, size-1 dimensions, "
+          "dtypes and devices, any sizes) is compiled once with symbolic sizes, to serve every later shape of "
+          "that kind not compiled on its own (a stream of new shapes: fuzzing, property tests); 0: never",
+          _seconds("compile_shapes_after", zero="never"), env="NUMORACLE_COMPILE_SHAPES_AFTER"),
     Field("cuda_graphs", "auto",
           "whether a compiled verdict on CUDA runs as a CUDA graph: 'auto' for signatures of at most "
           "cuda_graph_max_elements judged elements, 'always', 'never'",
@@ -145,6 +151,13 @@ FIELDS = (
           "its regions and masks are computed from them when first asked for and raise TensorsChanged if the "
           "caller overwrote them meanwhile (False: every verdict copies)",
           _flag("hold_accepted")),
+    Field("keep_cpu_memory", True,
+          "before the first eager verdict on CPU tensors, raise glibc malloc's mmap and trim thresholds (to "
+          "32 MiB and 256 MiB), once for the process: a verdict frees and remakes about a hundred tensors of "
+          "the judged size, and malloc would otherwise hand each back to the system and page-fault it in again "
+          "(about half of an eager verdict's time; numoracle.heap).  The process then keeps up to 256 MiB of "
+          "freed memory for reuse.  False leaves malloc as it is; not glibc: no effect",
+          _flag("keep_cpu_memory"), env="NUMORACLE_KEEP_CPU_MEMORY"),
     Field("nonfinite", "error",
           "what a non-finite input does: 'error' raises InvalidArgument, 'uncertified' judges the other "
           "elements and reports those that depend on it as uncertified",

@@ -10,7 +10,7 @@ import torch
 from .. import formats as F
 from ..errors import InvalidArgument
 from . import form as FM
-from .tracked import Cond, Tracked, apply, broadcast_shapes, cat, _div, ulp_bound_fp32, _as_cond, _ax, _or, _squeeze_axis, _sum_axis, _FP64_SLACK, promote, underflow_threshold
+from .tracked import Cond, Tracked, apply, broadcast_shapes, cat, scale_pow2, _div, ulp_bound_fp32, _as_cond, _ax, _or, _squeeze_axis, _sum_axis, _FP64_SLACK, promote, underflow_threshold
 
 Tensor = torch.Tensor
 ORDERS = ("any", "sequential", "tree")
@@ -65,6 +65,14 @@ def gamma_bound(d: int, u: float) -> float:
     return math.expm1(d * math.log1p(u))
 
 
+def _gamma(ctx, d, u: float, device):
+    """``gamma_bound(d, u)``; traced with symbolic sizes, computed on the device from the
+    size's symbol (a Python number would freeze the traced call's size into the code)."""
+    if ctx.symbolic:
+        return torch.expm1(torch.ones((), dtype=torch.float64, device=device) * d * math.log1p(u))
+    return gamma_bound(d, u)
+
+
 def _fp64_sum_slack(fm: FM.Form, S: Tensor, terms: int, ctx) -> FM.Form:
     """A float64 centre that sums ``terms`` values, with magnitudes summing to at most S, in
     whatever order a device takes: off by up to ((1 + 2**-53)**terms - 1) S, which
@@ -73,7 +81,7 @@ def _fp64_sum_slack(fm: FM.Form, S: Tensor, terms: int, ctx) -> FM.Form:
     constant times S, what the graph had before as 2**-50 |result|: adding the order's term
     beside it made Inductor tile rms_norm's main loop 32 bf16 lanes wide on this project's
     AVX-512 CPU, 37% slower per verdict.)"""
-    g = gamma_bound(terms, 2.0 ** -53)
+    g = _gamma(ctx, terms, 2.0 ** -53, S.device)
     return FM.add_det(fm, "float64 centre", (_FP64_SLACK + g) * S, ctx.condensed)
 
 
@@ -97,8 +105,8 @@ def sum(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=Non
     taint = _reduce_taint(x, axis, keepdims)
     R = x.radius()
     S = (x.c.abs() + R).sum(dim=axis, keepdim=keepdims)
-    label = ctx.label(f"{fmt} sum over {n} ({order} order)")
-    gamma = gamma_bound(d, fmt.u)
+    label = ctx.label(f"{fmt} sum over {ctx.count(n)} ({order} order)")
+    gamma = _gamma(ctx, d, fmt.u, x.c.device)
     # every partial sum is a sum of a subset of the terms, each through at most d roundings
     ok = S * (1 + gamma) <= fmt.max_finite
     ctx.record(label, "range", str(fmt), f"partial sums <= {fmt.max_finite:.6g}", ok, S)
@@ -144,7 +152,9 @@ def mean(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=No
     s = sum(x, axis, keepdims, order, acc)
     n = x.c.shape[_ax(axis, x.ndim)]
     if n & (n - 1) == 0:
-        return s * (1.0 / n)
+        # exact scaling (what s * (1.0 / n) does), without making 1/n a Python number, which
+        # would freeze a symbolic size
+        return scale_pow2(s, 1.0 / n, s.taint)
     ctx = s.ctx
     c = s.c / n
     fm = FM.add_det(FM.scale(s.form, 1.0 / n), "float64 centre", _FP64_SLACK * c.abs(), ctx.condensed)
@@ -155,9 +165,9 @@ def mean(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=No
     # the term belongs to the value *before* the rounding: a kernel that stores the mean
     # stores RN(s * RN(1/n)) (or a library quotient), the rounding of a value that far from
     # s/n, which the rounding-interval check of the stored mean must admit
-    q = Tracked(c, s.fmt, FM.add_det(fm, ctx.label(f"mean: 1/{n} (division or reciprocal)"), extra,
+    q = Tracked(c, s.fmt, FM.add_det(fm, ctx.label(f"mean: 1/{ctx.count(n)} (division or reciprocal)"), extra,
                                      ctx.condensed), ctx, taint=s.taint)
-    return q._round(s.fmt, f"mean: divide by {n}")
+    return q._round(s.fmt, f"mean: divide by {ctx.count(n)}")
 
 
 def max(x: Tracked, axis: int = -1, keepdims: bool = False) -> Tracked:
@@ -353,8 +363,8 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None) -> Tracked:
         fm = FM.add_det(fm, ctx.label("matmul (second order)"), Ra @ Rb, ctx.condensed)
     d = depth(order, K) + (0 if exact_products else 1)
     u = acc.u
-    label = ctx.label(f"{acc} dot over K={K} ({order} order{'' if exact_products else ', rounded products'})")
-    gamma = gamma_bound(d, u)
+    label = ctx.label(f"{acc} dot over K={ctx.count(K)} ({order} order{'' if exact_products else ', rounded products'})")
+    gamma = _gamma(ctx, d, u, a.c.device)
     if d:
         key = ctx.new_key()
         fm = FM.add_private(fm, FM.Entry(gamma * S, d * (u * S * (1 + gamma)) ** 2, frozenset((key,)), label),

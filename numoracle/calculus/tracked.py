@@ -120,7 +120,20 @@ class Context:
     # data-dependent shortcut then takes its general path, which computes the same values
     # (the shortcut only skips adding zeros), and sites record only their place.
     traced: bool = False
+    # symbolic: traced with symbolic sizes (one compiled verdict for every shape of a signature's
+    # kind).  Sizes then stay out of Python: labels show them as <n> (``count``), and what is
+    # computed from a size is computed on its symbol, never from its value on the traced call
+    symbolic: bool = False
     _next: int = 0
+
+    def count(self, n) -> str:
+        """A size as a site's label shows it: its digits, or ``<n>`` when traced with symbolic
+        sizes (``verdict.compiled.compare.check_sites`` reads it as any count)."""
+        return "<n>" if self.symbolic else str(n)
+
+    def number(self, g) -> str:
+        """A number computed from a size, as a label shows it (``count``'s ``<n>`` when symbolic)."""
+        return "<n>" if self.symbolic else f"{g:g}"
 
     def any(self, mask: Tensor) -> bool:
         """Whether any element is set; True (take the general path) when traced."""
@@ -773,14 +786,7 @@ def _mul(x: Tracked, y: Tracked, fmt, shape, taint) -> Tracked:
     ctx = x.ctx
     # powers of two (from Python numbers) scale exactly
     if y.k is not None and y.form.is_zero() and _is_pow2(y.k) and fmt is x.fmt:
-        g = y.k
-        t = Tracked(x.c * g, fmt, FM.scale(x.form, g), ctx, repr_fmt=x.repr_fmt, taint=taint)
-        if g >= 1:
-            # exact, but the scaled value may leave the format's range: a site of its own
-            return _range_only(t, fmt, f"{fmt} mul by {g:g}")
-        # scaling down is exact only while the result stays normal
-        u = _underflow_only(t, fmt, f"{fmt} mul by {g:g}")
-        return Tracked(u.c, fmt, u.form, ctx, repr_fmt=x.repr_fmt, taint=u.taint)
+        return scale_pow2(x, y.k, taint)
     if x.k is not None and x.form.is_zero() and _is_pow2(x.k) and fmt is y.fmt:
         return _mul(y, x, fmt, shape, taint)
     c = x.c * y.c
@@ -813,6 +819,19 @@ def _mul(x: Tracked, y: Tracked, fmt, shape, taint) -> Tracked:
     masks = [_pow2_scale(s) for s in (y, x) if s.c.numel() == 1]
     scaled = next((m for m in masks if m is not None), None)
     return t._round(fmt, f"{fmt} mul", scaled=scaled, tiny_below=thr)
+
+
+def scale_pow2(x: Tracked, g, taint) -> Tracked:
+    """x times a power of two g (a Python number, or one computed from a symbolic size:
+    ``mean``), in x's format."""
+    ctx, fmt = x.ctx, x.fmt
+    t = Tracked(x.c * g, fmt, FM.scale(x.form, g), ctx, repr_fmt=x.repr_fmt, taint=taint)
+    if g >= 1:
+        # exact, but the scaled value may leave the format's range: a site of its own
+        return _range_only(t, fmt, f"{fmt} mul by {ctx.number(g)}")
+    # scaling down is exact only while the result stays normal
+    u = _underflow_only(t, fmt, f"{fmt} mul by {ctx.number(g)}")
+    return Tracked(u.c, fmt, u.form, ctx, repr_fmt=x.repr_fmt, taint=u.taint)
 
 
 def underflow_threshold(pa: int, pb: int, fmt) -> float:

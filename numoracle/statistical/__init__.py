@@ -41,4 +41,10 @@ def radius(pre, n_elements: int, p: float, fixed=None):
         fixed = pre.radius()
     sigma2 = FM.stat_sigma2(pre.form, pre.ctx.symbols, pre.c)
     det = FM.det_total(pre.form, pre.c)
-    return torch.minimum(fixed, lam(n_elements, p) * sigma2.sqrt() + det)
+    if pre.ctx.symbolic:
+        # traced with symbolic sizes: λ from the size's symbol, on the device
+        n = torch.ones((), dtype=torch.float64, device=fixed.device) * n_elements
+        lm = torch.sqrt(2.0 * torch.log(n.clamp(min=1.0) * (2.0 / p)))
+    else:
+        lm = lam(n_elements, p)
+    return torch.minimum(fixed, lm * sigma2.sqrt() + det)

@@ -88,13 +88,13 @@ def outputs_list(out) -> list:
 
 
 def run_reference(program, inputs, params, profile, condensed=True, nonfinite="error",
-                  traced=False, sanitise=True):
+                  traced=False, sanitise=True, symbolic=False):
     """Evaluate a reference program under the calculus.  Returns (outputs, ctx, input
     policy); traced (under torch.compile), the policy is a bool tensor: whether any input
     was non-finite.  Traced without ``sanitise``, the inputs are used as given (no zeroing
     of non-finite values, no taint): only for a caller that judges eagerly whenever the
     policy flag is set."""
-    ctx = Context(profile=profile, condensed=condensed, traced=traced)
+    ctx = Context(profile=profile, condensed=condensed, traced=traced, symbolic=symbolic)
     args = []
     names = program.input_names + [f"arg{i}" for i in range(len(program.input_names), len(inputs))]
     if len(inputs) != len(program.input_names):
@@ -215,10 +215,12 @@ def output_names(program, n: int) -> list:
     return program.names_of(n)
 
 
-def evaluate(program, inputs, params, prof, p, nonfinite, traced=False, sanitise=True) -> Evaluation:
-    """Run the reference program and build each output's region."""
+def evaluate(program, inputs, params, prof, p, nonfinite, traced=False, sanitise=True,
+             symbolic=False) -> Evaluation:
+    """Run the reference program and build each output's region (``symbolic``: traced with
+    symbolic sizes, see ``Context.symbolic``)."""
     refs, ctx, policy = run_reference(program, inputs, params, prof, nonfinite=nonfinite, traced=traced,
-                                      sanitise=sanitise)
+                                      sanitise=sanitise, symbolic=symbolic)
     for j, r in enumerate(refs):
         if not isinstance(r, Tracked) and not QZ.is_quant_output(r):
             raise InvalidArgument(f"{program.name} returned a {type(r).__name__} as output {j}; a reference "

@@ -30,12 +30,21 @@ from .plan import Plan, struct
 
 _lock = threading.Lock()
 _plans: dict = {}
+_kind_seconds: dict = {}     # a kind of signature -> seconds of its eager verdicts so far
 
 
 def clear() -> None:
     """Forget every plan (and its compiled function)."""
     with _lock:
         _plans.clear()
+        _kind_seconds.clear()
+
+
+def spent(plan, seconds: float) -> None:
+    """Count an eager verdict's time against its signature's kind (``plan_for``)."""
+    with _lock:
+        if plan.kind_key is not None:
+            _kind_seconds[plan.kind_key] = _kind_seconds.get(plan.kind_key, 0.0) + seconds
 
 
 def plans() -> list:
@@ -46,6 +55,12 @@ def plans() -> list:
 
 def _tensor_key(t):
     return (tuple(t.shape), tuple(t.stride()), t.dtype, t.device.type, t.device.index)
+
+
+def _kind_key(t):
+    """A tensor's part of a signature's kind: what a trace with symbolic sizes still fixes
+    (torch specialises sizes 0 and 1; a non-contiguous layout indexes differently)."""
+    return (t.ndim, tuple(d <= 1 for d in t.shape), t.is_contiguous(), t.dtype, t.device.type, t.device.index)
 
 
 def _param_key(params: dict):
@@ -76,18 +91,32 @@ def plan_for(program, inputs, outputs, params, prof, p, modes, nonfinite, settin
     pk = _param_key(params)
     if pk is None:
         return None
-    key = (program, getattr(prof, "name", id(prof)), float(p), tuple(modes), nonfinite, len(inputs),
-           tuple((s[0], None if s[1] is None else s[1].name) for s in structs),
-           tuple(_tensor_key(t) for t in tensors), pk, settings)
+    common = (program, getattr(prof, "name", id(prof)), float(p), tuple(modes), nonfinite, len(inputs),
+              tuple((s[0], None if s[1] is None else s[1].name) for s in structs), pk, settings)
+    key = common + (tuple(_tensor_key(t) for t in tensors),)
     elements = sum(t.numel() for t in tensors[len(inputs):]) if tensors else 0
     judged = sum(t.numel() for t in tensors)
+    device = tensors[0].device.type if tensors else "cpu"
     with _lock:
         plan = _plans.get(key)
         if plan is None:
             plan = _plans[key] = Plan(program, params, prof, p, tuple(modes), nonfinite, structs,
-                                      len(inputs), elements, settings,
-                                      tensors[0].device.type if tensors else "cpu", judged)
+                                      len(inputs), elements, settings, device, judged)
         plan.calls += 1
+        if not plan.ready and settings.compile_shapes_after > 0 and tensors:
+            # the signature's kind: once its eager verdicts have taken compile_shapes_after seconds,
+            # one plan traced with symbolic sizes serves all its shapes (from the next eager run on,
+            # which teaches it the sites)
+            kkey = plan.kind_key = common + ("kind", tuple(_kind_key(t) for t in tensors))
+            kind = _plans.get(kkey)
+            if kind is None and _kind_seconds.get(kkey, 0.0) >= settings.compile_shapes_after:
+                kind = _plans[kkey] = Plan(program, params, prof, p, tuple(modes), nonfinite, structs,
+                                           len(inputs), elements, settings, device, judged, symbolic=True)
+            if kind is not None:
+                kind.calls += 1
+                plan.kind = kind
+                if kind.ready:
+                    plan = kind
     # whether torch.compile can be used is asked only of a plan about to compile: importing
     # Inductor (and Dynamo, sympy) costs seconds, which a process whose signatures stay eager
     # (compile='auto' below compile_min_elements: a stream of small shapes) never pays
@@ -96,4 +125,4 @@ def plan_for(program, inputs, outputs, params, prof, p, modes, nonfinite, settin
     return plan
 
 
-__all__ = ["Plan", "clear", "plan_for", "plans"]
+__all__ = ["Plan", "clear", "plan_for", "plans", "spent"]

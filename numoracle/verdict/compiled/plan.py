@@ -4,6 +4,7 @@ compiled call becomes judgements."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import types
@@ -75,7 +76,7 @@ class Plan:
     """One signature: its eager facts and, once compiled, the compiled function."""
 
     def __init__(self, program, params, prof, p, modes, nonfinite, structs, n_inputs, elements, settings,
-                 device, judged):
+                 device, judged, symbolic=False):
         self.program, self.params, self.prof, self.p = program, dict(params), prof, p
         self.modes, self.nonfinite, self.structs, self.n_inputs = modes, nonfinite, structs, n_inputs
         self.elements, self.settings = elements, settings
@@ -109,11 +110,21 @@ class Plan:
         # whether the flags-only function prefixes its flags with the fingerprints of the tensors it
         # judged, so that an accepted verdict holds them instead of copies (settings.hold_accepted)
         self.hold = False
+        # traced with symbolic sizes: one plan for every shape of a kind (``compiled.plan_for``),
+        # compiled once its eager verdicts have taken settings.compile_shapes_after seconds
+        self.symbolic = symbolic
+        self.kind = None            # a signature's plan: the plan of its kind, once made
+        self.kind_key = None        # ... and its kind's key (compiled.plan_for)
+        self.compiled_calls = 0
+        self._sites_ok = None       # the traced sites last found equal to the eager run's
+        self._traces = set()        # every traced site list found equal to an eager run's
 
     @property
     def ready(self) -> bool:
         if self.failed is not None or self.sites is None:
             return False
+        if self.symbolic:
+            return True             # made once its kind's eager verdicts took long enough
         if self.policy == "always":
             return True
         return self.calls > self.settings.eager_calls and self.elements >= self.settings.compile_min_elements
@@ -125,6 +136,8 @@ class Plan:
         self.names, self.fmts, self.quant_outputs = tuple(names), tuple(fmts), tuple(quant_outputs)
         self.ref_device = ref_device
         self.sites = [(s.label, s.kind, s.fmt, s.limit, s.elements) for s in sites]
+        if self.kind is not None and self.kind is not self:
+            self.kind.learn(sites, names, fmts, quant_outputs, ref_device)
 
     # ---- the traced function
     def _core(self, full: bool):
@@ -145,6 +158,10 @@ class Plan:
         if self.device == "cpu":
             options.update(float_tiling_options())
         keep = getattr(torch.compiler, "keep_tensor_guards_unsafe", None)
+        if self.symbolic:
+            # every guard stays: the shape guards (a size that is a power of two, sizes equal to one
+            # another) choose between traces that compute different bounds
+            return torch.compile(fn, dynamic=True, fullgraph=self.whole, options=options)
         if keep is not None and self.whole:
             # the plan's key already fixes everything but the tensors that a whole trace depends
             # on (program, parameters, profile, p, modes, policy, formats): Dynamo's guards on
@@ -160,7 +177,7 @@ class Plan:
         fn = make()
         tiling = self.device == "cpu" and bool(float_tiling_options())
         try:
-            with float_tiling(tiling):
+            with float_tiling(tiling), self._tracing():
                 return fn, fn(*tensors)
         except Exception as exc:
             if not self.sanitise:
@@ -174,21 +191,31 @@ class Plan:
             self.whole = False
             self.graphs = False
             fn = make()
-            with float_tiling(tiling):
+            with float_tiling(tiling), self._tracing():
                 return fn, fn(*tensors)
+
+    def _tracing(self):
+        """While a symbolic plan's function runs (and may trace again for a new kind of
+        size): Python floats stay constants (only sizes are symbolic), so that labels and
+        format constants are not traced as symbols."""
+        if not self.symbolic:
+            return contextlib.nullcontext()
+        import torch._dynamo
+        return torch._dynamo.config.patch(specialize_float=True)
 
     def _function(self, full: bool):
         """The verdict's tensor code, uncompiled (``_core`` compiles it; run as it is, it is
         the eager fallback for the regions)."""
         program, params, prof, p, modes, nonfinite = (self.program, self.params, self.prof, self.p,
                                                       self.modes, self.nonfinite)
-        sanitise = self.sanitise
+        sanitise, symbolic = self.sanitise, self.symbolic
         structs, n_in = self.structs, self.n_inputs
         hold = self.hold and not full
 
         def numoracle_verdict(*tensors):
             args = [t if kind == "tensor" else (t, fmt) for (kind, fmt), t in zip(structs, tensors)]
-            ev = evaluate(program, args[:n_in], params, prof, p, nonfinite, traced=True, sanitise=sanitise)
+            ev = evaluate(program, args[:n_in], params, prof, p, nonfinite, traced=True, sanitise=sanitise,
+                          symbolic=symbolic)
             decoded = decode_outputs(ev, args[n_in:])
             quant = QZ.judge_tensors(ev.refs, decoded) if any(reg is None for reg in ev.regions) else {}
             outs, flags = [], []
@@ -240,7 +267,7 @@ class Plan:
         try:
             if self.fn is None:
                 self.hold = self.settings.hold_accepted and holding.holdable(tensors)
-                self.graphs = graphs.wanted(self.settings, self.device, self.judged)
+                self.graphs = not self.symbolic and graphs.wanted(self.settings, self.device, self.judged)
                 self.fn, (sites, flags, *regions) = self._call(lambda: self._core(full=False), tensors)
                 if self.graphs and self.whole:
                     try:
@@ -251,8 +278,26 @@ class Plan:
                                       f"graph; capturing it failed ({brief(type(exc).__name__ + ': ' + str(exc))}).",
                                       RuntimeWarning, stacklevel=4)
             else:
-                sites, flags, *regions = self.fn(*tensors)
-            if not self.compared:
+                with self._tracing():
+                    sites, flags, *regions = self.fn(*tensors)
+            new_trace = sites != self._sites_ok and sites not in self._traces
+            if new_trace:
+                try:
+                    check_sites(sites, self.sites)
+                except RuntimeError:
+                    if not self.symbolic:
+                        raise
+                    # another trace of a symbolic plan (a size that is a power of two takes exact
+                    # scalings): this call is judged eagerly, which teaches the plan its sites
+                    return None
+                self._traces.add(sites)
+                self.sites_checked = True
+            self._sites_ok = sites
+            self.compiled_calls += 1
+            # a symbolic plan is compared again on each new trace and on its 2nd, 4th, 8th, ...
+            # call (other shapes)
+            again = self.symbolic and (new_trace or self.compiled_calls & (self.compiled_calls - 1) == 0)
+            if not self.compared or again:
                 # fully on the first call with finite inputs: with a non-finite one only the flag
                 # that says so (the verdict is then judged eagerly, and the values of code traced
                 # without sanitised inputs are meaningless)
@@ -260,9 +305,6 @@ class Plan:
                 self._compare_with_eager(tensors, flags, regions, policy_only=nonfinite)
                 self.compared = not nonfinite
             full = self.full
-            if not self.sites_checked:
-                check_sites(sites, self.sites)
-                self.sites_checked = True
             # copied while the device computes the flags (held, an accept is not copied, and any
             # other verdict is copied after the read); the flags are read at once (a CUDA
             # graph's next replay reuses their buffer)
