@@ -52,12 +52,13 @@ def shapes(op_name: str, n: int, seed: int):
     return out
 
 
-def make_cases(op_name: str, n: int, seed: int):
+def make_cases(op_name: str, n: int, seed: int, extra=(), device="cpu"):
+    """n cases of drawn shapes, then one of each shape in ``extra``; on ``device``."""
     import torch
     from numoracle import operators
     op = operators.get(op_name)
     cases = []
-    for k, (rows, cols) in enumerate(shapes(op_name, n, seed)):
+    for k, (rows, cols) in enumerate(list(shapes(op_name, n, seed)) + list(extra)):
         inputs, params = op.example(seed * 100003 + k, dtype=torch.bfloat16, family="calibration", rows=rows,
                                     cols=cols)
         if op_name == "per_token_group_quant_fp8":
@@ -67,8 +68,18 @@ def make_cases(op_name: str, n: int, seed: int):
         else:
             from numoracle.selftest.emulator import Plan, emulate
             outs = emulate(op.reference, inputs, params, Plan(seed=k))
+        if device != "cpu":
+            inputs, outs = _to(inputs, device), _to(outs, device)
         cases.append((inputs, params, outs))
     return op, cases
+
+
+def _to(xs, device):
+    if isinstance(xs, tuple) and len(xs) == 2 and not hasattr(xs[1], "to"):      # (tensor, Format)
+        return (xs[0].to(device), xs[1])
+    if isinstance(xs, (tuple, list)):
+        return type(xs)(_to(x, device) for x in xs)
+    return xs.to(device) if hasattr(xs, "to") else xs
 
 
 def _flat(outs):
@@ -100,20 +111,27 @@ def reference_check(op_name, inputs, params, outs):
     return True
 
 
-def child_stream(op_name: str, cases: int, seed: int, shapes_after=None) -> dict:
+# the cold stream ends with these: shapes whose column count is a power of two take a trace of
+# their own in a symbolic plan (exact scalings by 1/n), so that the warm stream measures the
+# steady state of a long run, every trace compiled
+POW2_TAIL = ((5, 1024), (3, 256))
+
+
+def child_stream(op_name: str, cases: int, seed: int, shapes_after=None, device="cpu") -> dict:
     """``shapes_after``: settings.compile_shapes_after for the run (None: the default; a side
     without the field ignores it)."""
     import contextlib
     import torch
     import numoracle as no
     from numoracle.check import check
-    row = {"op": op_name, "cases": cases, "numoracle": no.__file__, "threads": torch.get_num_threads()}
+    row = {"op": op_name, "cases": cases, "numoracle": no.__file__, "threads": torch.get_num_threads(),
+           "device": device}
     block = contextlib.nullcontext()
     if shapes_after is not None and "compile_shapes_after" in {f.name for f in no.settings.fields()}:
         block = no.settings(compile_shapes_after=shapes_after)
         row["compile_shapes_after"] = shapes_after
     with block:
-        _stream_phases(op_name, cases, seed, row, check)
+        _stream_phases(op_name, cases, seed, row, check, device)
     try:
         from numoracle.verdict import compiled
         row["plans"] = len(compiled.plans())
@@ -122,14 +140,15 @@ def child_stream(op_name: str, cases: int, seed: int, shapes_after=None) -> dict
         row["symbolic_plans"] = len(kinds)
         row["symbolic_compiled_calls"] = sum(p.compiled_calls for p in kinds)
         row["symbolic_failed"] = [p.failed for p in kinds if p.failed]
+        row["symbolic_traces"] = [len(getattr(p, "_traces", ())) for p in kinds]
     except Exception:
         pass
     return row
 
 
-def _stream_phases(op_name, cases, seed, row, check):
+def _stream_phases(op_name, cases, seed, row, check, device):
     for phase, s in (("cold", seed), ("warm", seed + 1)):
-        op, cs = make_cases(op_name, cases, s)
+        op, cs = make_cases(op_name, cases, s, POW2_TAIL if phase == "cold" else (), device)
         row[f"{phase}_elements"] = sum(c[0][0].numel() for c in cs)
         t = time.perf_counter()
         for inputs, params, outs in cs:
@@ -142,8 +161,8 @@ def _stream_phases(op_name, cases, seed, row, check):
             statuses[v.status] = statuses.get(v.status, 0) + 1
         row[f"{phase}_numoracle_s"] = time.perf_counter() - t
         row[f"{phase}_statuses"] = statuses
-        row[f"{phase}_reference_per_s"] = cases / row[f"{phase}_reference_s"]
-        row[f"{phase}_numoracle_per_s"] = cases / row[f"{phase}_numoracle_s"]
+        row[f"{phase}_reference_per_s"] = len(cs) / row[f"{phase}_reference_s"]
+        row[f"{phase}_numoracle_per_s"] = len(cs) / row[f"{phase}_numoracle_s"]
         row[f"{phase}_ratio"] = row[f"{phase}_numoracle_per_s"] / row[f"{phase}_reference_per_s"]
 
 
@@ -174,19 +193,41 @@ def child_one(op_name: str, reps: int) -> dict:
     return row
 
 
-def child_fuzz(op_name: str, seconds: float, seed: int, backend_name: str = "interpreter") -> dict:
+def child_fuzz(op_name: str, seconds: float, seed: int, backend_name: str = "interpreter",
+               shapes_after=None, warmup=0.0) -> dict:
+    """``warmup``: seconds of another fuzz run (another seed) first, in the same process, so
+    that the measured run finds its kinds compiled (a long run's steady state)."""
+    import contextlib
+    import numoracle as no
     from numoracle import backends, operators
     from numoracle.runner import fuzz
     backend = backends.select(backend_name)
     op = operators.get(op_name)
-    t = time.perf_counter()
-    res = fuzz(op, "correct", backend=backend, mode="statistical", max_examples=10 ** 9, seconds=seconds,
-               seed=seed, shrink=False, stop_on_first=False, database=None, isolate=False)
+    block = contextlib.nullcontext()
+    if shapes_after is not None and "compile_shapes_after" in {f.name for f in no.settings.fields()}:
+        block = no.settings(compile_shapes_after=shapes_after)
+    with block:
+        if warmup:
+            fuzz(op, "correct", backend=backend, mode="statistical", max_examples=10 ** 9, seconds=warmup,
+                 seed=seed + 1000, shrink=False, stop_on_first=False, database=None, isolate=False)
+        t = time.perf_counter()
+        res = fuzz(op, "correct", backend=backend, mode="statistical", max_examples=10 ** 9, seconds=seconds,
+                   seed=seed, shrink=False, stop_on_first=False, database=None, isolate=False)
     wall = time.perf_counter() - t
     d = res.to_dict()
     row = {"op": op_name, "cases": res.totals.cases, "seconds": res.elapsed, "wall_s": wall,
            "cases_per_s": res.totals.cases / res.elapsed if res.elapsed else 0.0,
-           "totals": res.totals.to_dict(), "breakdown": d.get("breakdown")}
+           "totals": res.totals.to_dict(), "breakdown": d.get("breakdown"), "warmup_s": warmup}
+    try:
+        from numoracle.verdict import compiled
+        kinds = [p for p in compiled.plans() if getattr(p, "symbolic", False)]
+        row["symbolic_plans"] = len(kinds)
+        row["symbolic_compiled_calls"] = sum(p.compiled_calls for p in kinds)
+        row["symbolic_failed"] = [p.failed[:300] for p in kinds if p.failed]
+        row["symbolic_traces"] = [len(getattr(p, "_traces", ())) for p in kinds]
+        row["plans"] = len(compiled.plans())
+    except Exception:
+        pass
     return row
 
 
@@ -263,8 +304,11 @@ def main(argv=None) -> int:
                     help="settings.compile_shapes_after for the stream (default: the settings' default); "
                          "small, the cold stream compiles each kind and the warm one runs compiled")
     ap.add_argument("--reps", type=int, default=5, help="best of this many at 10^6")
+    ap.add_argument("--device", default="cpu", help="the stream's tensors' device (cuda on the H200)")
     ap.add_argument("--fuzz-seconds", type=float, default=20.0)
     ap.add_argument("--fuzz-op", default="rms_norm")
+    ap.add_argument("--fuzz-warmup", type=float, default=0.0,
+                    help="seconds of fuzzing (another seed) before the measured run, in its process")
     ap.add_argument("--fuzz-backend", default="interpreter", help="the fuzz measurement's backend (gpu on the H200)")
     ap.add_argument("--skip", default="", help="comma-separated: stream, one, fuzz, loop")
     ap.add_argument("--out", default="")
@@ -294,7 +338,7 @@ def main(argv=None) -> int:
               f"{'no/s warm':>10s} {'ratio':>7s}")
         for op in ops:
             for name, path in sides:
-                r = _child(path, "stream", op, a.cases, a.seed, a.shapes_after)
+                r = _child(path, "stream", op, a.cases, a.seed, a.shapes_after, a.device)
                 r["side"] = name
                 result["stream"].append(r)
                 if "error" in r:
@@ -320,7 +364,8 @@ def main(argv=None) -> int:
     if "fuzz" not in skip:
         print(f"fuzz {a.fuzz_op} ({a.fuzz_backend}, no shrinking, {a.fuzz_seconds:g} s)")
         for name, path in sides:
-            r = _child(path, "fuzz", a.fuzz_op, a.fuzz_seconds, a.seed, a.fuzz_backend)
+            r = _child(path, "fuzz", a.fuzz_op, a.fuzz_seconds, a.seed, a.fuzz_backend, a.shapes_after,
+                       a.fuzz_warmup)
             r["side"] = name
             result["fuzz"].append(r)
             if "error" in r:

@@ -17,6 +17,7 @@ four registers and the loops spill.  (Measurements: docs/results/INDEX.md, "CPU 
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 
 COMPILE_OPTIONS = {"emulate_precision_casts": True, "pattern_matcher": False}
@@ -34,6 +35,24 @@ def can_compile() -> bool:
         except Exception:            # a torch without Inductor
             _COMPILER.append(False)
     return _COMPILER[0]
+
+
+# torch releases whose Inductor compiles a verdict traced with symbolic sizes for the CPU as the
+# eager code computes it: on torch 2.11 the compiled regions of rms_norm were off by up to 0.4%
+# of their centres (the comparison with eager code caught it, one wasted compile per kind);
+# torch 2.13 agrees (docs/results/2026-12-02-throughput-shapes.md)
+SYMBOLIC_CPU_FROM = (2, 13)
+
+
+@functools.cache
+def symbolic_cpu() -> bool:
+    """Whether this torch compiles verdicts with symbolic sizes for CPU tensors."""
+    import torch
+    try:
+        version = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    except ValueError:
+        return False
+    return version >= SYMBOLIC_CPU_FROM
 
 
 def float_tiling_options() -> dict:

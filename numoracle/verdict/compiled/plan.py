@@ -24,6 +24,9 @@ from .inductor import COMPILE_OPTIONS, brief, float_tiling, float_tiling_options
 # a flags-only signature whose verdicts mostly need their regions (at least this many, and at
 # least half of them) switches to its compiled regions function as its verdict
 REGIONS_WANTED = 3
+# the most traces of one symbolic plan: the general one, the one for a power-of-two size (exact
+# scalings), one more
+SYMBOLIC_TRACES = 3
 
 _serial = [0]
 _serial_lock = threading.Lock()
@@ -195,13 +198,16 @@ class Plan:
                 return fn, fn(*tensors)
 
     def _tracing(self):
-        """While a symbolic plan's function runs (and may trace again for a new kind of
+        """While a symbolic plan's function runs (and may trace again for another kind of
         size): Python floats stay constants (only sizes are symbolic), so that labels and
-        format constants are not traced as symbols."""
+        format constants are not traced as symbols; and a plan traced more than
+        ``SYMBOLIC_TRACES`` times (a program that makes Python numbers of its sizes would
+        be traced for each) raises, which leaves its kind eager."""
         if not self.symbolic:
             return contextlib.nullcontext()
-        import torch._dynamo
-        return torch._dynamo.config.patch(specialize_float=True)
+        import torch._dynamo.config as cfg
+        wanted = {"specialize_float": True, "recompile_limit": SYMBOLIC_TRACES, "fail_on_recompile_limit_hit": True}
+        return cfg.patch(**{k: v for k, v in wanted.items() if hasattr(cfg, k)})
 
     def _function(self, full: bool):
         """The verdict's tensor code, uncompiled (``_core`` compiles it; run as it is, it is
@@ -280,7 +286,10 @@ class Plan:
             else:
                 with self._tracing():
                     sites, flags, *regions = self.fn(*tensors)
-            new_trace = sites != self._sites_ok and sites not in self._traces
+            # a signature's sites are checked once (a value read to the host, a count, may name
+            # itself in a label and change between calls); a symbolic plan's once per trace
+            new_trace = (sites != self._sites_ok and sites not in self._traces) if self.symbolic \
+                else not self.sites_checked
             if new_trace:
                 try:
                     check_sites(sites, self.sites)
