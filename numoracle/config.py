@@ -155,7 +155,7 @@ FIELDS = (
           "before the first eager verdict on CPU tensors, raise glibc malloc's mmap and trim thresholds (to "
           "32 MiB and 256 MiB), once for the process: a verdict frees and remakes about a hundred tensors of "
           "the judged size, and malloc would otherwise hand each back to the system and page-fault it in again "
-          "(about half of an eager verdict's time; numoracle.heap).  The process then keeps up to 256 MiB of "
+          "(a third to two thirds of an eager verdict's time at 65k-262k elements; numoracle.heap).  The process then keeps up to 256 MiB of "
           "freed memory for reuse.  False leaves malloc as it is; not glibc: no effect",
           _flag("keep_cpu_memory"), env="NUMORACLE_KEEP_CPU_MEMORY"),
     Field("nonfinite", "error",

@@ -4,8 +4,8 @@ An eager verdict on the CPU makes and frees on the order of a hundred float64 te
 the judged size.  glibc's malloc serves a block above its mmap threshold (128 KiB at
 first, raised as such blocks are freed) with a fresh mapping and gives freed heap memory
 back to the system past its trim threshold, so the next verdict page-faults every page
-in again: a 32x2048 rms_norm verdict took ~3,000-4,800 minor page faults and about twice
-the time of one without them (docs/results/2026-12-02-cpu-heap.md).  Raising both
+in again: a 32x2048 verdict took 4,000-7,300 minor page faults and 1.5-3x the time of
+one without them (docs/results/2026-12-02-cpu-heap.md).  Raising both
 thresholds keeps freed blocks for reuse.  This is a process-wide malloc setting, made
 once and never undone; other C libraries are left as they are.
 """
