@@ -7,8 +7,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import throughput as T
 from numoracle.verdict.evaluation import evaluate, decode_outputs
 from numoracle.verdict.judgement import judge_masks
-from numoracle.mathlib import MathProfile
-import numoracle.mathlib as ML
 op_name = sys.argv[1]
 op, cases = T.make_cases(op_name, 1, 5)
 inputs, params, outs = cases[0]
@@ -21,19 +19,10 @@ class M(TorchDispatchMode):
             st = traceback.extract_stack()
             fr = [f for f in st if "/numoracle/" in f.filename and "python_dispatch" not in f.filename]
             key = f"{os.path.basename(fr[-1].filename)}:{fr[-1].name}" if fr else "?"
-            # outermost calculus-level caller
-            outer = [f for f in fr if f.filename.endswith(("tracked.py","ops.py","functions.py","quant.py","judgement.py","regions.py","statistical/__init__.py","fixed_input/__init__.py","evaluation.py","rounding_interval.py"))]
             cnt[key] += 1
-            top = next((f"{os.path.basename(f.filename)}:{f.name}" for f in fr if "operators" in f.filename), None)
             fn_cnt[" > ".join(f"{f.name}" for f in fr[-4:])] += 1
         return r
-from numoracle import profiles
-prof = profiles.get("default") if hasattr(profiles, "get") else None
-from numoracle.config import settings
-import numoracle.check as C
 print("full", FULL, inputs[0].shape)
-# find default profile like check does
-import inspect
 from numoracle import backends
 prof = backends.resolve("interpreter").profile()
 with M():
