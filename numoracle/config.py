@@ -122,11 +122,11 @@ _POLICY_ALIASES = {**{t: "always" for t in _TRUE}, **{f: "never" for f in _FALSE
 FIELDS = (
     Field("compile", "auto",
           "when a verdict runs compiled (torch.compile of the calculus): 'auto' compiles a signature of at least "
-          "compile_min_elements output elements once it has been judged eager_calls eagerly; 'always' from its "
+          "compile_min_elements elements (inputs and outputs) once it has been judged eager_calls eagerly; 'always' from its "
           "second call; 'never' keeps every verdict eager",
           _choice("compile", ("auto", "always", "never"), _POLICY_ALIASES), env="NUMORACLE_COMPILE"),
     Field("compile_min_elements", 1 << 20,
-          "under compile='auto', the fewest output elements of a signature worth compiling (compiling costs "
+          "under compile='auto', the fewest elements (its inputs' and outputs') of a signature worth compiling (compiling costs "
           "tens of seconds)",
           _count("compile_min_elements")),
     Field("eager_calls", 2,

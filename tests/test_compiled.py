@@ -129,15 +129,16 @@ def test_auto_keeps_small_signatures_eager(fresh):
     for _ in range(auto.eager_calls + 2):
         check(op.reference, outs, inputs, params, settings=auto)
     plan = _only_plan()
-    assert plan.elements < auto.compile_min_elements and not plan.ready and plan.fn is None
+    assert plan.judged < auto.compile_min_elements and not plan.ready and plan.fn is None
 
 
 @pytest.mark.slow
 def test_auto_compiles_a_signature_once_it_is_large_enough_and_repeated(fresh):
     """The auto policy's two numbers are settings: a signature of at least
-    compile_min_elements outputs compiles after eager_calls eager verdicts."""
+    compile_min_elements elements (inputs and outputs) compiles after eager_calls eager verdicts."""
     op, inputs, params, outs = _case()
-    auto = no.settings(compile="auto", compile_min_elements=outs[0].numel(), eager_calls=1)
+    auto = no.settings(compile="auto", compile_min_elements=sum(t.numel() for t in list(inputs) + list(outs)),
+                       eager_calls=1)
     check(op.reference, outs, inputs, params, settings=auto)
     plan = _only_plan()
     assert not plan.ready

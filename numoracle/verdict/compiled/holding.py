@@ -24,17 +24,42 @@ def as_bits(t: torch.Tensor):
     return t.view(_BITS[t.element_size()])
 
 
+# Every term and partial sum of a fingerprint stays far inside int64: Inductor's C++ is compiled
+# with signed overflow undefined, and a wrapping product (an odd 64-bit weight) made compiled and
+# eager fingerprints differ.  A weight that is an index expression (i + 1), not a cycle
+# (``i % 61``): Inductor's CPU code runs an index remainder one element at a time, and it was
+# fused into the row loops that read the tensor, making them scalar
+# (docs/results/2026-12-03-stream-kernel.md).
+# the longest axis weighed by position + 1: 2^16 * n^2 / 2 < 2^63
+_LINEAR_UP_TO = 2 ** 23
+
+
+def _fold16(b: torch.Tensor) -> torch.Tensor:
+    """int64 values folded to 16 bits (0 <= v < 2^16) by exclusive-or of their four quarters."""
+    return (b ^ (b >> 16) ^ (b >> 32) ^ (b >> 48)) & 0xFFFF
+
+
+def _weighed(v: torch.Tensor) -> torch.Tensor:
+    """The sum along the last axis of v (int64, |v| < 2^16) times a weight per position."""
+    n = v.shape[-1]
+    i = torch.arange(n, device=v.device, dtype=torch.int64)
+    # a symbolic size becomes a guard here: one more trace, for rows longer than 2^23 only
+    weight = i + 1 if n <= _LINEAR_UP_TO else i % 61 + 1
+    return (v * weight).sum(-1)
+
+
 def fingerprint(t: torch.Tensor) -> torch.Tensor:
-    """An int64 that a change of t's bits almost surely changes: the sum of each element's bit
-    pattern times a weight cycling with its position (so that moved values count too), along
-    the last axis first, where a verdict's row loops read t."""
+    """An int64 that a change of t's bits almost surely changes: each element's bit pattern
+    (folded to 16 bits where wider) times a weight that grows with its position (so that
+    moved values count too), summed along the last axis first, where a verdict's row loops
+    read t; then the rows' sums, folded, weighed by row."""
     bits = as_bits(t).to(torch.int64)
+    if t.element_size() > 2:
+        bits = _fold16(bits)
     if bits.dim() == 0:
         return bits
-    cycle = torch.arange(bits.shape[-1], device=t.device, dtype=torch.int64) % 61 + 1
-    rows = (bits * cycle).sum(-1).reshape(-1)
-    cycle = torch.arange(rows.numel(), device=t.device, dtype=torch.int64) % 59 + 1
-    return (rows * cycle).sum()
+    rows = _weighed(bits).reshape(-1)
+    return _weighed(_fold16(rows))
 
 
 def fingerprints(tensors) -> list:
