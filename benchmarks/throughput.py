@@ -210,10 +210,12 @@ def child_fuzz(op_name: str, seconds: float, seed: int, backend_name: str = "int
         if warmup:
             fuzz(op, "correct", backend=backend, mode="statistical", max_examples=10 ** 9, seconds=warmup,
                  seed=seed + 1000, shrink=False, stop_on_first=False, database=None, isolate=False)
+        before = _compiled_calls()
         t = time.perf_counter()
         res = fuzz(op, "correct", backend=backend, mode="statistical", max_examples=10 ** 9, seconds=seconds,
                    seed=seed, shrink=False, stop_on_first=False, database=None, isolate=False)
     wall = time.perf_counter() - t
+    measured_compiled = _compiled_calls() - before
     d = res.to_dict()
     row = {"op": op_name, "cases": res.totals.cases, "seconds": res.elapsed, "wall_s": wall,
            "cases_per_s": res.totals.cases / res.elapsed if res.elapsed else 0.0,
@@ -226,9 +228,24 @@ def child_fuzz(op_name: str, seconds: float, seed: int, backend_name: str = "int
         row["symbolic_failed"] = [p.failed[:300] for p in kinds if p.failed]
         row["symbolic_traces"] = [len(getattr(p, "_traces", ())) for p in kinds]
         row["plans"] = len(compiled.plans())
-    except Exception:
-        pass
+        # the measured run's verdicts that ran compiled (the rest ran eagerly: a kind not yet
+        # compiled, a new trace, a failed kind, a non-finite input), and each kind's story
+        row["measured_compiled_calls"] = measured_compiled
+        row["kinds"] = [{"kind": repr(key[-1]), "calls": p.calls, "compiled_calls": p.compiled_calls,
+                         "traces": len(getattr(p, "_traces", ())), "failed": (p.failed or "")[-1500:]}
+                        for key, p in list(compiled._plans.items()) if getattr(p, "symbolic", False)]
+    except Exception as exc:
+        row["kinds_error"] = repr(exc)
     return row
+
+
+def _compiled_calls() -> int:
+    """Compiled verdicts so far, over every plan of this process."""
+    try:
+        from numoracle.verdict import compiled
+        return sum(p.compiled_calls for p in compiled.plans())
+    except Exception:
+        return 0
 
 
 class _Stop(Exception):

@@ -111,7 +111,7 @@ def run_reference(program, inputs, params, profile, condensed=True, nonfinite="e
         bad = ~torch.isfinite(v)
         taint = None
         if traced:
-            any_bad.append(any_by_rows(bad))
+            any_bad.append(bad.any())
             if sanitise:
                 taint = bad
                 v = torch.where(bad, torch.zeros_like(v), v)
@@ -213,16 +213,6 @@ class Evaluation:
 def output_names(program, n: int) -> list:
     """The names of a program's n outputs, as the program names them (``Reference.names_of``)."""
     return program.names_of(n)
-
-
-def any_by_rows(mask: torch.Tensor) -> torch.Tensor:
-    """mask.any(), reduced along the last axis first: in a compiled verdict the reduction then
-    runs in the row loops that compute the mask, instead of a pass of its own over a flat copy
-    of the mask and the values it was made from (stored by the row loops for it;
-    docs/results/2026-12-03-stream-kernel.md)."""
-    if mask.dim() < 2:
-        return mask.any()
-    return mask.any(-1).any()
 
 
 def evaluate(program, inputs, params, prof, p, nonfinite, traced=False, sanitise=True,

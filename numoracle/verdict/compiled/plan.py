@@ -15,7 +15,7 @@ import torch
 from ... import formats as F
 from ...certificates import Certificate
 from ...oracles import quantizer as QZ
-from ..evaluation import NONFINITE_POLICY_TEXT, any_by_rows, decode_outputs, evaluate
+from ..evaluation import NONFINITE_POLICY_TEXT, decode_outputs, evaluate
 from ..judgement import OutputJudgement, RegionJudgement, RegionTensors, judge_masks
 from . import graphs, holding
 from .compare import check_sites, compare
@@ -231,12 +231,12 @@ class Plan:
                 if reg is None:             # a quantizer output: its two-step judgement, in every mode
                     centre, lo, hi, qlo, qhi, rejected, unc = quant[j]
                     outs.append((centre, lo, hi, qlo, qhi, rejected, unc))
-                    flags += [any_by_rows(rejected), any_by_rows(unc)]
+                    flags += [rejected.any(), unc.any()]
                     continue
                 # the rejected masks only feed the flags: a verdict computes them eagerly, from the
                 # regions, when they are asked for
                 rejected, _ = judge_masks(reg.fmt, reg.centre, reg.fixed, reg.stat, reg.taint, y, modes)
-                flags += [any_by_rows(r) for r in rejected] + [any_by_rows(reg.taint)]
+                flags += [r.any() for r in rejected] + [reg.taint.any()]
                 outs.append((reg.centre, reg.fixed, reg.stat, reg.taint))
             # the sites' statistics are not returned (so not computed): the certificate is
             # filled in from an eager run when it is read
