@@ -27,7 +27,7 @@ from numoracle import backends
 prof = backends.resolve("interpreter").profile()
 with M():
     ev = evaluate(op.reference, inputs, params, prof, 1e-6, "error", traced=True, sanitise=False)
-    ys = decode_outputs(ev, list(outs))
+    ys = decode_outputs(ev, [outs] if isinstance(outs, torch.Tensor) else list(outs))
     for reg, y in zip(ev.regions, ys):
         if reg is not None:
             judge_masks(reg.fmt, reg.centre, reg.fixed, reg.stat, reg.taint, y, ("statistical",))
