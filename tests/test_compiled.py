@@ -341,10 +341,29 @@ def test_fingerprints_change_with_any_one_value_or_a_swap():
             assert int(holding.fingerprint(u.view(dtype))) != want, dtype
 
 
+def test_fingerprints_of_long_axes_change_with_any_one_value(monkeypatch):
+    """Past ``_LINEAR_UP_TO`` positions an axis weighs them by a cycle: a change of any one
+    value, of a 16-bit and of a folded 32-bit tensor, still changes the fingerprint."""
+    monkeypatch.setattr(holding, "_LINEAR_UP_TO", 8)
+    for t in (torch.randn(3, 70).to(torch.bfloat16), torch.randn(2, 65)):
+        want = int(holding.fingerprint(t))
+        bits = holding.as_bits(t)
+        for i in range(bits.numel()):
+            u = bits.clone()
+            u.view(-1)[i] += 1
+            assert int(holding.fingerprint(u.view(t.dtype))) != want, (t.dtype, i)
+
+
 @pytest.mark.slow
 def test_the_traced_fingerprint_equals_the_eager_one():
+    """Static and symbolic sizes (where a wrapping weight made them differ: Inductor's C++
+    leaves signed overflow undefined), 16-, 32- and 64-bit elements."""
     x = torch.randn(3, 64).to(torch.bfloat16)
     assert int(torch.compile(holding.fingerprint, fullgraph=True)(x)) == int(holding.fingerprint(x))
+    traced = torch.compile(holding.fingerprint, fullgraph=True, dynamic=True)
+    for shape in ((50,), (60, 4000), (63, 4093), (64, 17)):
+        for t in (torch.randn(shape).to(torch.bfloat16), torch.randn(shape), torch.randn(shape, dtype=torch.float64)):
+            assert int(traced(t)) == int(holding.fingerprint(t)), (shape, t.dtype)
 
 
 @pytest.mark.slow

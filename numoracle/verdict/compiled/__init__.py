@@ -94,14 +94,13 @@ def plan_for(program, inputs, outputs, params, prof, p, modes, nonfinite, settin
     common = (program, getattr(prof, "name", id(prof)), float(p), tuple(modes), nonfinite, len(inputs),
               tuple((s[0], None if s[1] is None else s[1].name) for s in structs), pk, settings)
     key = common + (tuple(_tensor_key(t) for t in tensors),)
-    elements = sum(t.numel() for t in tensors[len(inputs):]) if tensors else 0
     judged = sum(t.numel() for t in tensors)
     device = tensors[0].device.type if tensors else "cpu"
     with _lock:
         plan = _plans.get(key)
         if plan is None:
             plan = _plans[key] = Plan(program, params, prof, p, tuple(modes), nonfinite, structs,
-                                      len(inputs), elements, settings, device, judged)
+                                      len(inputs), settings, device, judged)
         plan.calls += 1
         if not plan.ready and settings.compile_shapes_after > 0 and tensors and (device != "cpu" or symbolic_cpu()):
             # the signature's kind: once its eager verdicts have taken compile_shapes_after seconds,
@@ -111,7 +110,7 @@ def plan_for(program, inputs, outputs, params, prof, p, modes, nonfinite, settin
             kind = _plans.get(kkey)
             if kind is None and _kind_seconds.get(kkey, 0.0) >= settings.compile_shapes_after:
                 kind = _plans[kkey] = Plan(program, params, prof, p, tuple(modes), nonfinite, structs,
-                                           len(inputs), elements, settings, device, judged, symbolic=True)
+                                           len(inputs), settings, device, judged, symbolic=True)
             if kind is not None:
                 kind.calls += 1
                 plan.kind = kind

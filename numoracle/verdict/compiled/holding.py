@@ -24,13 +24,12 @@ def as_bits(t: torch.Tensor):
     return t.view(_BITS[t.element_size()])
 
 
-# Every term and partial sum of a fingerprint stays far inside int64: Inductor's C++ is compiled
-# with signed overflow undefined, and a wrapping product (an odd 64-bit weight) made compiled and
-# eager fingerprints differ.  A weight that is an index expression (i + 1), not a cycle
-# (``i % 61``): Inductor's CPU code runs an index remainder one element at a time, and it was
-# fused into the row loops that read the tensor, making them scalar
-# (docs/results/2026-12-03-stream-kernel.md).
-# the longest axis weighed by position + 1: 2^16 * n^2 / 2 < 2^63
+# Every term and partial sum of a fingerprint stays far inside int64: Inductor's C++ leaves signed
+# overflow undefined, and a wrapping weight (an odd 64-bit constant) made compiled and eager
+# fingerprints differ.  Positions weigh i + 1, an index expression, not a cycle (``i % 61``):
+# Inductor's CPU code runs an index remainder one element at a time, which made the row loops it
+# was fused into scalar (docs/results/2026-12-03-stream-kernel.md).  Up to this many positions
+# the sum of 16-bit values times i + 1 stays below 2^16 * n^2 / 2 < 2^63; longer axes cycle.
 _LINEAR_UP_TO = 2 ** 23
 
 

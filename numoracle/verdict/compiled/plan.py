@@ -78,11 +78,11 @@ def _part(region, j, k=None):
 class Plan:
     """One signature: its eager facts and, once compiled, the compiled function."""
 
-    def __init__(self, program, params, prof, p, modes, nonfinite, structs, n_inputs, elements, settings,
+    def __init__(self, program, params, prof, p, modes, nonfinite, structs, n_inputs, settings,
                  device, judged, symbolic=False):
         self.program, self.params, self.prof, self.p = program, dict(params), prof, p
         self.modes, self.nonfinite, self.structs, self.n_inputs = modes, nonfinite, structs, n_inputs
-        self.elements, self.settings = elements, settings
+        self.settings = settings
         self.policy = settings.compile
         # every judged tensor's elements: a CUDA graph keeps a copy of them all (and its
         # intermediates), so its size limit counts inputs too
