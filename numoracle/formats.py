@@ -302,19 +302,22 @@ def _rne_fast(x: torch.Tensor, fmt: Format) -> torch.Tensor:
     a grid (so that compiled code vectorises it).  float64 -> float32 is one
     correct rounding; for the 16-bit formats two exact formulations, the
     cheaper one where x is computed (``_bitcasts_cheap``): ``_rne_by_odd``
-    or ``_rne_by_midpoint``."""
+    or ``_rne_by_magic``."""
     if fmt.name == "fp32":
         return x.to(torch.float32).to(torch.float64)
     if _bitcasts_cheap(x):
         return _rne_by_odd(x, fmt)
-    return _rne_by_midpoint(x, fmt)
+    return _rne_by_magic(x, fmt)
 
 
 def _bitcasts_cheap(x: torch.Tensor) -> bool:
     """Whether viewing float32 values as int32 is cheap where x is computed:
     eagerly, and in compiled GPU code; not in Inductor's C++, which moves each
-    element through memory for it (one core, rms_norm at 1e6, compiled: 66 ms
-    per verdict rounding by odd, 51 ms by midpoint)."""
+    element through memory for it, so that there the 16-bit roundings take the
+    path with fewer bit views and operations, ``_rne_by_magic`` (one core,
+    compiled rms_norm verdict at 64 x 4096: 14.3 ms, against 18.1 ms by
+    float32 midpoints and more by odd: docs/results/2026-12-03-magic-rounding.md).
+    Eagerly rounding by odd is the cheaper (10^6 values: 8 ms, 49 ms by magic)."""
     return x.device.type != "cpu" or not torch.compiler.is_compiling()
 
 
@@ -333,26 +336,53 @@ def _rne_by_odd(x: torch.Tensor, fmt: Format) -> torch.Tensor:
     return _to_odd_fp32(x).to(fmt.torch_dtype).to(torch.float64)
 
 
-def _rne_by_midpoint(x: torch.Tensor, fmt: Format) -> torch.Tensor:
-    """RNE to fp16/bf16 by casts alone (no bit views).  torch rounds through
-    float32, and the second rounding can differ from a direct one only where
-    the first landed exactly on a midpoint of the target format (midpoints
-    are float32 values, so the first rounding cannot cross one) and was
-    inexact: there the answer is the neighbour on x's side of the midpoint.
-    With t = RN32(x) and b = RN16(t), t is a midpoint iff t != b and 2t - b
-    (exact in float32) is a value of the format: the other neighbour."""
-    t = x.to(torch.float32)
-    dt = fmt.torch_dtype
-    b = t.to(dt).to(torch.float32)
-    other = b + 2 * (t - b)
-    tie = (t != b) & (other.to(dt).to(torch.float32) == other) & (t.to(torch.float64) != x)
-    up = x > t.to(torch.float64)
-    fixed = torch.where(tie, torch.where(up, torch.maximum(b, other), torch.minimum(b, other)), b)
-    # past float32's range (or into its overflow) the casts give inf: decide overflow on x itself
-    past = (fixed.abs() == float("inf")) & (x.abs() != float("inf"))
-    big = torch.where(x.abs() < _overflow_threshold(fmt), torch.full_like(x, fmt.max_finite),
-                      torch.full_like(x, float("inf")))
-    return torch.where(past, torch.copysign(big, x), fixed.to(torch.float64))
+def _magic(x: torch.Tensor, fmt: Format) -> torch.Tensor:
+    """RNE of x to fmt's precision, with fmt's subnormal spacing below its normals and an
+    unbounded exponent above (``_magic_covers(fmt)``; finite x, |x| < 2^970), in float64
+    arithmetic alone: with q fmt's spacing in x's binade, x + S for S = 1.5 * 2^52 q lies in
+    [2^52 q, 2^53 q), where float64's spacing is q, so the sum rounds x to a multiple of q,
+    ties to the even multiple (S is one), and subtracting S again is exact.  x's binade is
+    ``_ufp(x)``; below fmt's normals q is its smallest subnormal."""
+    q = torch.clamp(_ufp(x) * 2.0 ** (1 - fmt.precision), min=fmt.min_subnormal)
+    s = q * (1.5 * 2.0 ** 52)
+    y = (x + s) - s
+    # a zero result takes x's sign (x * 0): copysign is a library call in Inductor's C++, which
+    # spills every live vector register around it
+    return torch.where(y == 0, x * 0.0, y)
+
+
+def _ufp(x: torch.Tensor) -> torch.Tensor:
+    """2^floor(log2 |x|) (0 for 0) for |x| < 2^970, without bit views (which Inductor's C++
+    moves through memory): with q = (2^52 + 1) x, |q - (1 - 2^-53) q| (Rump, "Ultimately fast
+    accurate summation", SIAM J. Sci. Comput. 2009, Algorithm 3.5).  It needs both products
+    rounded: Inductor compiles without floating-point contraction (``COMPILE_OPTIONS``)."""
+    q = x * (2.0 ** 52 + 1)
+    return (q - q * (1 - 2.0 ** -53)).abs()
+
+
+def _magic_covers(fmt: Format) -> bool:
+    """Whether ``_magic`` rounds to fmt: a signed format with subnormals, at most float32's
+    significand, finite values below 2^900 (where ``_round_rest`` clamps x)."""
+    return fmt.signed and fmt.subnormals and fmt.precision <= 24 and fmt.max_finite < 2.0 ** 900
+
+
+def _rne_by_magic(x: torch.Tensor, fmt: Format, overflow: str = "inf") -> torch.Tensor:
+    """RNE to a format ``_magic`` covers, with an overflow rule ("inf", "saturate" or
+    "nan"), in a few operations and one mask: a clamped x (infinities included) overflows
+    as a finite one does, and ``_magic`` rounds with an unbounded exponent, so the rounded
+    value alone says whether it overflows (the tie at the threshold goes to the even
+    neighbour, past the range for fp16 and bf16, to 448 for e4m3fn).  Inductor's C++ spends
+    more on converting masks than on arithmetic: ``torch.isfinite`` and a masked ``where``
+    per rule made this 7x slower (docs/results/2026-12-03-magic-rounding.md)."""
+    y = _magic(x.clamp(-2.0 ** 900, 2.0 ** 900), fmt)            # NaN stays NaN
+    m = fmt.max_finite
+    if overflow == "saturate":
+        y = y.clamp(-m, m)
+    elif overflow == "inf" and fmt.has_inf:
+        y = torch.where(y.abs() > m, y * math.inf, y)
+    else:                                    # "nan", or IEEE overflow where there is no infinity
+        y = torch.where(y.abs() > m, math.nan, y)
+    return y if _has_neg_zero(fmt) else y + 0.0
 
 
 def _to_odd_fp32(x: torch.Tensor) -> torch.Tensor:
@@ -365,10 +395,16 @@ def _to_odd_fp32(x: torch.Tensor) -> torch.Tensor:
     return (bits | (td != x).to(torch.int32)).view(torch.float32)
 
 
-# devices where rounding to fp8 (rne) and directed rounding to fp32 go through casts and bit
-# views (where those are cheap: ``_bitcasts_cheap``), elsewhere through the grid; both paths
-# are exact (tests/test_formats.py on the CPU, scripts/cuda_rounding_check.py on a GPU, where
-# the casts were no faster: docs/results/INDEX.md)
+# How a rounding that is not the 16-bit fast path is computed where x is (``_how``):
+# - "casts" (fp8 through float32 rounded to odd and torch's casts; float32 up and down by bit
+#   views of the nearest float32): eagerly on the CPU;
+# - "magic" (``_rne_by_magic`` for RNE to fp8 and fp4, and with saturation to the 16-bit formats
+#   and fp32; the casts for float32 up and down): compiled for the CPU, where Inductor's C++ runs
+#   fp8 casts slowly and the grid slower still;
+# - "grid" (an exact power-of-two scaling and a rounding to an integer): other devices, where
+#   the casts were no faster.
+# All exact (tests/test_formats.py, tests/test_compiled.py; on a GPU scripts/cuda_rounding_check.py);
+# measurements: docs/results/2026-12-03-magic-rounding.md
 _CAST_DEVICES = frozenset({"cpu"})
 _CAST_FP8 = ("e4m3fn", "e5m2")
 
@@ -497,24 +533,34 @@ def round(x, fmt, mode: str = "rne", overflow: str = "inf") -> torch.Tensor:
     # numoracle.verdict.compiled.inductor.COMPILE_OPTIONS (scripts/cuda_rounding_check.py, on the H200 too)
     if mode == "rne" and overflow == "inf" and fmt.name in _FAST_RNE:
         return _rne_fast(x, fmt)
-    return _round_by(x, fmt, mode, overflow, casts=x.device.type in _CAST_DEVICES and _bitcasts_cheap(x))
+    return _round_by(x, fmt, mode, overflow, _how(x))
 
 
-def _round_by(x: torch.Tensor, fmt: Format, mode: str, overflow: str, casts: bool) -> torch.Tensor:
-    """``round`` (overflow rule resolved, not the 16-bit fast path) by casts where there are
-    cast paths for fmt and mode, or by the grid."""
-    if casts and fmt.name == "fp32" and overflow == "inf" and mode in ("up", "down"):
+def _how(x: torch.Tensor) -> str:
+    """How ``_round_by`` rounds x where it is computed (see ``_CAST_DEVICES``)."""
+    if x.device.type not in _CAST_DEVICES:
+        return "grid"
+    return "casts" if _bitcasts_cheap(x) else "magic"
+
+
+def _round_by(x: torch.Tensor, fmt: Format, mode: str, overflow: str, how: str) -> torch.Tensor:
+    """``round`` (overflow rule resolved, not the 16-bit fast path) the way ``how`` says
+    where there is such a path for fmt and mode, or by the grid."""
+    if how != "grid" and fmt.name == "fp32" and overflow == "inf" and mode in ("up", "down"):
         return _directed_fp32(x, mode)
-    return _round_rest(x, fmt, mode, overflow, casts and mode == "rne" and fmt.name in _CAST_FP8)
+    return _round_rest(x, fmt, mode, overflow, how)
 
 
-def _round_rest(x: torch.Tensor, fmt: Format, mode: str, overflow: str, fp8_casts: bool) -> torch.Tensor:
-    """``round`` by the grid (an exact power-of-two scaling and a rounding to an
-    integer), or for fp8 by casts (``fp8_casts``); then the overflow rule."""
+def _round_rest(x: torch.Tensor, fmt: Format, mode: str, overflow: str, how: str = "grid") -> torch.Tensor:
+    """``round`` with an unbounded exponent by the grid (an exact power-of-two scaling and
+    a rounding to an integer) or for RNE to fp8 by casts (``how`` "casts"), then the overflow
+    rule; or, for RNE to a format ``_magic`` covers with ``how`` "magic", ``_rne_by_magic``."""
+    if mode == "rne" and how == "magic" and _magic_covers(fmt):
+        return _rne_by_magic(x, fmt, overflow)
     finite = torch.isfinite(x)
     if fmt.precision == 53:
         y = x.clone()
-    elif fp8_casts:
+    elif mode == "rne" and how == "casts" and fmt.name in _CAST_FP8:
         y = torch.where(finite, _rne_fp8_unbounded(x, fmt), x)
     else:
         xf = torch.where(finite, x, 0.0)
@@ -530,7 +576,8 @@ def _round_rest(x: torch.Tensor, fmt: Format, mode: str, overflow: str, fp8_cast
         if overflow != "inf":
             y = torch.where(x == sign * math.inf, sign * m if overflow == "saturate" else math.nan, y)
     if not fmt.has_inf:
-        y = torch.where(y.isinf(), math.nan, y)
+        # |y| == inf, not isinf: Inductor's C++ runs isinf one element at a time
+        y = torch.where(y.abs() == math.inf, math.nan, y)
     if fmt.signed and not _has_neg_zero(fmt):
         y = y + 0.0  # -0 + 0 is +0 under round-to-nearest
     if not fmt.signed:

@@ -65,9 +65,9 @@ def _extra_casts(dev: str) -> int:
     for fmt, mode, ov in cases:
         x = torch.cat([_double_rounding_hazards(fmt if fmt is not F.fp32 else F.e4m3fn), wide,
                        _double_rounding_hazards(F.bf16)])
-        want = F._round_rest(x, fmt, mode, ov, False)
-        paths = {"eager": lambda: F._round_by(x.to(dev), fmt, mode, ov, casts=True).cpu(),
-                 "compiled": lambda: torch.compile(lambda t: F._round_by(t, fmt, mode, ov, casts=True),
+        want = F._round_rest(x, fmt, mode, ov, "grid")
+        paths = {"eager": lambda: F._round_by(x.to(dev), fmt, mode, ov, "casts").cpu(),
+                 "compiled": lambda: torch.compile(lambda t: F._round_by(t, fmt, mode, ov, "casts"),
                                                    dynamic=False, options=COMPILE_OPTIONS)(x.to(dev)).cpu()}
         for name, run in paths.items():
             try:

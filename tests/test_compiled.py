@@ -94,33 +94,45 @@ def test_compiled_verdicts_equal_eager_ones(fresh, faults):
 
 
 @pytest.mark.slow
-def test_compiled_bf16_rounding_is_exact():
-    """Inductor keeps a fused bf16 cast in fp32 unless emulate_precision_casts is set: the
-    compiled verdict compiles with it, so a compiled rounding equals the eager one."""
-    x = torch.tensor([1 + 2.0 ** -8, 1 + 3 * 2.0 ** -8, 1 + 2.0 ** -8 + 2.0 ** -30, 1.00390625 * 3,
-                      65504.0 + 16, 3.3e38, 2.0 ** -133, 2.0 ** -134 * 3], dtype=torch.float64)
-    x = torch.cat([x, -x, torch.randn(512, dtype=torch.float64)])
-    f = torch.compile(lambda t: F._rne_fast(t, F.bf16), dynamic=False, options=inductor.COMPILE_OPTIONS)
-    assert torch.equal(f(x), F.round(x, F.bf16))
+@pytest.mark.parametrize("fmt", (F.bf16, F.fp16), ids=str)
+def test_compiled_16_bit_rounding_is_exact(fmt):
+    """Inductor keeps a fused bf16 cast in fp32 unless emulate_precision_casts is set, and its
+    C++ must not reassociate ``_rne_by_magic``'s (x + S) - S: compiled with the verdict's
+    options, at static and symbolic sizes, the rounding equals the grid path on every value,
+    midpoint and float32 neighbour of the format (``_double_rounding_hazards``), signs of
+    zero included."""
+    import test_formats as TF
+    x = TF._double_rounding_hazards(fmt)
+    want = TF._general_rne(x, fmt)
+    for dynamic in (False, True):
+        f = torch.compile(lambda t: F._rne_fast(t, fmt), dynamic=dynamic, options=inductor.COMPILE_OPTIONS)
+        assert TF._same_values(f(x), want).all(), dynamic
+        assert TF._same_values(f(x[3:]), want[3:]).all(), dynamic
 
 
 @pytest.mark.slow
 def test_compiled_fp8_and_directed_roundings_equal_the_grid_path():
-    """The cast paths for fp8 (saturating, as the quantizer rounds) and for rounding float32 up
-    and down, compiled as a verdict is, against the grid path run eagerly."""
+    """The paths for fp8 and fp4 (saturating, as the quantizer rounds; ``_magic`` compiled)
+    and for rounding float32 up and down, compiled as a verdict is, against the grid path run
+    eagerly."""
     g = torch.Generator().manual_seed(8)
     x = torch.randn(4096, generator=g, dtype=torch.float64) * torch.exp2(
         torch.randint(-150, 130, (4096,), generator=g).to(torch.float64))
     x = torch.cat([x, torch.tensor([464.0, -464.0, 448.0 + 2.0 ** -40, 61440.0, 0.0, -0.0, math.inf, math.nan],
                                    dtype=torch.float64)])
-    f = torch.compile(lambda t: (F.round(t, F.e4m3fn, "rne", "saturate"), F.round(t, F.e5m2, "rne", "saturate"),
-                                 F.round(t, F.fp32, "up"), F.round(t, F.fp32, "down")),
-                      dynamic=False, options=inductor.COMPILE_OPTIONS)
-    got = f(x)
-    want = (F._round_rest(x, F.e4m3fn, "rne", "saturate", False), F._round_rest(x, F.e5m2, "rne", "saturate", False),
-            F._round_rest(x, F.fp32, "up", "inf", False), F._round_rest(x, F.fp32, "down", "inf", False))
-    for a, b in zip(got, want):
-        assert torch.equal(a.isnan(), b.isnan()) and torch.equal(a[~a.isnan()], b[~b.isnan()])
+    x = torch.cat([x, x * 2.0 ** -120, x * 2.0 ** 120, torch.tensor([1e300, -1e300, 2.0 ** 128], dtype=torch.float64)])
+    rules = [(F.e4m3fn, "rne", "saturate"), (F.e5m2, "rne", "saturate"), (F.e2m1, "rne", "saturate"),
+             (F.e4m3fnuz, "rne", "inf"), (F.e5m2, "rne", "inf"), (F.fp16, "rne", "saturate"),
+             (F.bf16, "rne", "saturate"), (F.fp32, "rne", "saturate"),
+             (F.fp32, "up", "inf"), (F.fp32, "down", "inf")]
+    for dynamic in (False, True):
+        f = torch.compile(lambda t: [F.round(t, fmt, mode, ov) for fmt, mode, ov in rules],
+                          dynamic=dynamic, options=inductor.COMPILE_OPTIONS)
+        got = f(x)
+        for (fmt, mode, ov), a in zip(rules, got):
+            b = F._round_rest(x, fmt, mode, ov, "grid")
+            same = ((a == b) & (torch.signbit(a) == torch.signbit(b))) | (a.isnan() & b.isnan())
+            assert same.all(), (fmt, mode, ov, dynamic, x[~same][:4], a[~same][:4], b[~same][:4])
 
 
 def test_auto_keeps_small_signatures_eager(fresh):

@@ -663,14 +663,14 @@ def _double_rounding_hazards(fmt):
     return torch.cat([xs, -xs, torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan])])
 
 
-@pytest.mark.parametrize("how", ("odd", "midpoint"))
+@pytest.mark.parametrize("how", ("odd", "magic"))
 @pytest.mark.parametrize("fmt", (F.fp16, F.bf16), ids=ids)
 def test_rne_by_casts_fixes_every_double_rounding(fmt, how):
-    """Both cast paths (float32 rounded to odd, then the 16-bit format; or rounded to nearest
-    with the midpoint fix) equal the grid path on every value, midpoint and neighbour, where
+    """Both fast paths (float32 rounded to odd, then the 16-bit format; or float64's own
+    rounding at the format's spacing, ``_rne_by_magic``) equal the grid path on every value, midpoint and neighbour, where
     rounding through float32 alone goes wrong, signs of zero included."""
     x = _double_rounding_hazards(fmt)
-    got = (F._rne_by_odd if how == "odd" else F._rne_by_midpoint)(x, fmt)
+    got = (F._rne_by_odd if how == "odd" else F._rne_by_magic)(x, fmt)
     want = _general_rne(x, fmt)
     same = ((got == want) & (torch.signbit(got) == torch.signbit(want))) | (got.isnan() & want.isnan())
     assert same.all(), x[~same][:5]
@@ -695,7 +695,48 @@ def test_fp8_rne_by_casts_equals_the_grid_path(fmt, overflow):
     x = torch.cat([_double_rounding_hazards(fmt), torch.randn(50_000, generator=g, dtype=torch.float64) * spread])
     got = F.round(x, fmt, "rne", overflow)
     rule = F._torch_overflow(fmt) if overflow == "torch" else overflow
-    want = F._round_rest(x, fmt, "rne", rule, False)
+    want = F._round_rest(x, fmt, "rne", rule, "grid")
+    same = _same_values(got, want)
+    assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
+
+
+def _hazards_of_every_value(fmt):
+    """Every finite value of fmt (from its bit patterns; float32's edges and random values),
+    every midpoint between neighbours,
+    the overflow threshold, values past it and far past float32's range, float64 and float32
+    neighbours of all of them, both signs; and random magnitudes across the range."""
+    if fmt.bits <= 16:
+        v = F.from_bits(torch.arange(1 << fmt.bits), fmt)
+    else:   # float32: its powers of two and largest values, and random values of every binade
+        g = torch.Generator().manual_seed(8)
+        edges = torch.exp2(torch.arange(-149, 128, dtype=torch.float64))
+        v = torch.cat([edges, F.round(edges * (2 - 2.0 ** -23), fmt), F.round(torch.randn(
+            100_000, generator=g, dtype=torch.float64) * torch.exp2(torch.randint(-150, 128, (100_000,),
+                                                                                generator=g).double()), fmt)])
+    v = torch.sort(v[torch.isfinite(v)].abs().unique()).values
+    base = torch.cat([v, (v[1:] + v[:-1]) / 2, torch.tensor([F._overflow_threshold(fmt), fmt.max_finite * 1.5,
+                                                             2.0 ** 100, 2.0 ** 128, 2.0 ** 950, 2.0 ** 1000, 1e300, 1e-320, 1e-300, 2.0 ** -149])])
+    inf64 = torch.full_like(base, math.inf)
+    b32 = base.float()
+    up32 = torch.nextafter(b32, torch.full_like(b32, math.inf)).double()
+    dn32 = torch.nextafter(b32, torch.full_like(b32, -math.inf)).double()
+    g = torch.Generator().manual_seed(7)
+    spread = torch.exp2(torch.randint(-40, 30, (50_000,), generator=g).to(torch.float64))
+    xs = torch.cat([base, torch.nextafter(base, inf64), torch.nextafter(base, -inf64), up32, dn32,
+                    torch.randn(50_000, generator=g, dtype=torch.float64) * spread])
+    xs = xs[~torch.isnan(xs)]
+    return torch.cat([xs, -xs, torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan])])
+
+
+@pytest.mark.parametrize("overflow", ("inf", "saturate", "nan"))
+@pytest.mark.parametrize("fmt", [f for f in F.ALL if F._magic_covers(f)], ids=ids)
+def test_rne_by_magic_equals_the_grid_path(fmt, overflow):
+    """RNE by float64's own rounding at fmt's spacing (how a compiled CPU verdict rounds to
+    fp8 and fp4) against the grid path, on every value, midpoint and neighbour, past the
+    range and past float32's, in every overflow rule, signs of zero included."""
+    x = _hazards_of_every_value(fmt)
+    got = F._round_rest(x, fmt, "rne", overflow, "magic")
+    want = F._round_rest(x, fmt, "rne", overflow, "grid")
     same = _same_values(got, want)
     assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
 
@@ -712,7 +753,7 @@ def test_directed_fp32_by_casts_equals_the_grid_path(mode):
                    torch.tensor([F.fp32.max_finite, -F.fp32.max_finite, 2.0 ** -149, -2.0 ** -149, 2.0 ** -150,
                                  -2.0 ** -150, 1e-320, -1e-320, 0.0, -0.0])])
     got = F.round(x, F.fp32, mode)
-    want = F._round_rest(x, F.fp32, mode, "inf", False)
+    want = F._round_rest(x, F.fp32, mode, "inf", "grid")
     same = _same_values(got, want)
     assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
 

@@ -7,6 +7,9 @@ round as torch's eager cast does.
 - ``pattern_matcher`` off: torch 2.11's pattern ``pointless_convert`` replaces any chain of
   two float casts by one, so x.to(float32).to(float64) became x.  The patterns rewrite
   graphs for AMP, attention and matrix products, none of which a verdict has.
+- the C++ compiler neither contracts a product and a sum into one rounding nor reassociates
+  (Inductor's defaults, named here so that the environment variables cannot change them):
+  ``formats._magic`` rounds by (x + S) - S and ``formats._ufp`` needs two rounded products.
 
 On a CPU whose widest vectors are 512 bits, a verdict's loops are tiled by float32's width
 (``float_tiling``): Inductor tiles a kernel whose loop bodies all hold bf16 or fp16 values
@@ -20,7 +23,8 @@ import contextlib
 import functools
 import threading
 
-COMPILE_OPTIONS = {"emulate_precision_casts": True, "pattern_matcher": False}
+COMPILE_OPTIONS = {"emulate_precision_casts": True, "pattern_matcher": False,
+                   "cpp.enable_floating_point_contract_flag": "off", "cpp.enable_unsafe_math_opt_flag": False}
 
 _COMPILER: list = []
 _tiling_lock = threading.RLock()
