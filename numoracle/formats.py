@@ -313,11 +313,11 @@ def _rne_fast(x: torch.Tensor, fmt: Format) -> torch.Tensor:
 def _bitcasts_cheap(x: torch.Tensor) -> bool:
     """Whether viewing float32 values as int32 is cheap where x is computed:
     eagerly, and in compiled GPU code; not in Inductor's C++, which moves each
-    element through memory for it, so that there the 16-bit roundings take the
-    path with fewer bit views and operations, ``_rne_by_magic`` (one core,
-    compiled rms_norm verdict at 64 x 4096: 14.3 ms, against 18.1 ms by
-    float32 midpoints and more by odd: docs/results/2026-12-03-magic-rounding.md).
-    Eagerly rounding by odd is the cheaper (10^6 values: 8 ms, 49 ms by magic)."""
+    element through memory for it, so that there the 16-bit roundings take
+    ``_rne_by_magic``, which has no bit views (compiled, 2^20 values: 1.85 ms
+    against 4.80 ms by odd, benchmarks/rounding_paths.py;
+    docs/results/2026-12-03-magic-rounding.md).  Eagerly rounding by odd is
+    the cheaper (10^6 values: 8 ms, 49 ms by magic, which is many launches)."""
     return x.device.type != "cpu" or not torch.compiler.is_compiling()
 
 

@@ -732,7 +732,7 @@ def _hazards_of_every_value(fmt):
 @pytest.mark.parametrize("fmt", [f for f in F.ALL if F._magic_covers(f)], ids=ids)
 def test_rne_by_magic_equals_the_grid_path(fmt, overflow):
     """RNE by float64's own rounding at fmt's spacing (how a compiled CPU verdict rounds to
-    fp8 and fp4) against the grid path, on every value, midpoint and neighbour, past the
+    fp8 and fp4, and with saturation to the 16-bit formats and fp32) against the grid path, on every value, midpoint and neighbour, past the
     range and past float32's, in every overflow rule, signs of zero included."""
     x = _hazards_of_every_value(fmt)
     got = F._round_rest(x, fmt, "rne", overflow, "magic")
