@@ -70,7 +70,7 @@ def main(argv=None) -> int:
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"backend": backend, "mode": args.mode, "seconds_per_op": args.seconds,
+        out.write_text(json.dumps({"backend": getattr(backend, "name", str(backend)), "mode": args.mode, "seconds_per_op": args.seconds,
                                    "versions": versions(), "machine": platform.node(), "rows": rows}, indent=2))
         print(f"wrote {out}")
     return 1 if found else 0
