@@ -140,7 +140,38 @@ def _check_modes(program, outputs, inputs, params, modes, backend, p, profile, n
     backend = backends.resolve(backend, profile=profile)
     prof = backend.profile()
     kernel_outs = evaluation.outputs_list(outputs)
+    home = _accelerator_home(inputs, kernel_outs, s)
+    if home is not None:
+        inputs, kernel_outs = _on_cpu(inputs), _on_cpu(kernel_outs)
+    result = _judged(program, inputs, kernel_outs, params, modes, backend, prof, p, nonfinite, confirm, s)
+    if home is not None:
+        for v in result.values():
+            v.device = home
+    return result
 
+
+def _tensor_of(x):
+    return x[0] if _is_pair(x) else x
+
+
+def _accelerator_home(inputs, outputs, s):
+    """The device (a GPU: any but the CPU) of a verdict small enough to compute on the CPU
+    (``settings.cpu_verdict_max_elements``), else None.  Only when every tensor is on that
+    one device: anything else is judged where it is (and a wrong device is reported there)."""
+    tensors = [_tensor_of(x) for x in list(inputs) + list(outputs)]
+    if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors):
+        return None
+    device = tensors[0].device
+    if device.type == "cpu" or any(t.device != device for t in tensors):
+        return None
+    return device if sum(t.numel() for t in tensors) <= s.cpu_verdict_max_elements else None
+
+
+def _on_cpu(xs) -> list:
+    return [(x[0].cpu(), x[1]) if _is_pair(x) else x.cpu() for x in xs]
+
+
+def _judged(program, inputs, kernel_outs, params, modes, backend, prof, p, nonfinite, confirm, s) -> dict:
     plan = compiled.plan_for(program, inputs, kernel_outs, params, prof, p, modes, nonfinite, s)
     if plan is not None and plan.ready:
         got = plan.run(inputs, kernel_outs)

@@ -146,6 +146,12 @@ FIELDS = (
           "the most judged elements (inputs and outputs) of a signature run as a CUDA graph under "
           "cuda_graphs='auto' (a graph keeps a copy of them and its intermediates between calls)",
           _count("cuda_graph_max_elements")),
+    Field("cpu_verdict_max_elements", 1 << 15,
+          "a verdict (check, check_modes) of tensors on a GPU with at most this many elements, inputs and "
+          "outputs, is computed on the CPU from copies of them: a small eager verdict on a GPU waits on its "
+          "thousand-odd kernel launches (docs/performance.md, \"Small verdicts of GPU tensors\"); its masks "
+          "(Verdict.rejected, Verdict.uncertified) come back on the outputs' device; 0: always on the tensors' device",
+          _count("cpu_verdict_max_elements")),
     Field("hold_accepted", True,
           "an accepted compiled verdict holds the caller's tensors, with fingerprints, instead of copying them; "
           "its regions and masks are computed from them when first asked for and raise TensorsChanged if the "

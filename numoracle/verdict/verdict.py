@@ -26,19 +26,26 @@ class Verdict:
     replay: str | None = None         # set by the runner when a case is saved
     # how to run the reference again (evaluation.ReferenceRun): the explanation's attribution
     reference_run: object = field(default=None, repr=False)
+    # the outputs' device where the verdict was computed elsewhere (a small verdict of GPU
+    # tensors runs on the CPU: settings.cpu_verdict_max_elements): the masks go back there
+    device: object = field(default=None, repr=False)
 
     @property
     def accepted(self) -> bool:
         return self.status == "accept"
 
+    def _home(self, masks) -> list:
+        return masks if self.device is None else [m.to(self.device) for m in masks]
+
     @property
     def rejected(self):
-        """Per output, the bool mask of rejected elements."""
-        return [o.rejected for o in self.outputs]
+        """Per output, the bool mask of rejected elements, on the outputs' device."""
+        return self._home([o.rejected for o in self.outputs])
 
     @property
     def uncertified(self):
-        return [o.uncertified for o in self.outputs]
+        """Per output, the bool mask of elements without a certificate, on the outputs' device."""
+        return self._home([o.uncertified for o in self.outputs])
 
     @property
     def n_elements(self) -> int:
