@@ -11,6 +11,7 @@ it are *tainted* and end up ``uncertified`` rather than judged (docs/design.md Â
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -63,11 +64,26 @@ class SiteOrigin:
     col: int | None
 
 
+@functools.lru_cache(maxsize=None)
+def _numoracle_file(filename: str) -> bool:
+    """Whether a code object's file is one of numoracle's own modules (reference programs in
+    numoracle/operators count as outside).  Asked for every frame of every site, so kept per
+    file: an absolute name only (a relative one is resolved against the working directory
+    each time)."""
+    return os.path.abspath(filename).startswith(_HERE) and "operators" not in filename
+
+
+def _ours(code) -> bool:
+    name = code.co_filename
+    if os.path.isabs(name):
+        return _numoracle_file(name)
+    return os.path.abspath(name).startswith(_HERE) and "operators" not in name
+
+
 def _program_frame(f):
     """The first frame outside numoracle's own modules (reference programs in
     numoracle/operators count as outside)."""
-    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_HERE) \
-            and "operators" not in f.f_code.co_filename:
+    while f is not None and _ours(f.f_code):
         f = f.f_back
     return f
 
@@ -76,8 +92,7 @@ def _position(f) -> str:
     """fn:line:col@instruction of a program frame, then "<" and its callers' positions up to the
     frame that called into the program from numoracle (``label`` with ``columns``)."""
     parts = []
-    while f is not None and (not os.path.abspath(f.f_code.co_filename).startswith(_HERE)
-                             or "operators" in f.f_code.co_filename):
+    while f is not None and not _ours(f.f_code):
         col = _column(f)
         # the instruction offset tells apart two operations that start at one column (a * b * c)
         parts.append(f"{f.f_code.co_name}:{f.f_lineno}" + (f":{col}" if col is not None else "")
@@ -88,8 +103,14 @@ def _position(f) -> str:
 
 def _column(f):
     """The column of the expression a frame is evaluating (None before Python 3.11)."""
+    return _column_at(f.f_code, f.f_lasti)
+
+
+@functools.lru_cache(maxsize=4096)
+def _column_at(code, lasti: int):
+    # co_positions is walked from the start: kept per instruction, as every verdict asks again
     try:
-        return next(itertools.islice(f.f_code.co_positions(), f.f_lasti // 2, None))[2]
+        return next(itertools.islice(code.co_positions(), lasti // 2, None))[2]
     except (AttributeError, StopIteration):
         return None
 
@@ -153,10 +174,7 @@ class Context:
         eager run of the same program and shapes)."""
         if self.traced:
             return what
-        f = sys._getframe(2)
-        while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_HERE) \
-                and "operators" not in f.f_code.co_filename:
-            f = f.f_back
+        f = _program_frame(sys._getframe(2))
         if f is None:
             return what
         if self.columns:
