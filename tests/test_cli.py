@@ -113,3 +113,22 @@ def test_every_flag_states_its_default_in_its_help():
             if "default" not in formatter._get_help_string(a).lower():
                 missing.append((command, flag, a.default))
     assert not missing, missing
+
+
+@pytest.mark.parametrize("caps, want", [((), (4, 96)), (("--max-rows", "2", "--max-cols", "32"), (2, 32)),
+                                        (("--rows", "3", "--max-rows", "2"), (3, 96))])
+def test_check_keeps_its_one_case_per_group_within_the_caps(caps, want, monkeypatch, capsys):
+    """--max-rows/--max-cols cap check's case per input group as they cap the drawn ones
+    (a --rows or --cols given is used as it is)."""
+    import numoracle.strategies as S
+    seen = []
+    real = S.explicit_cases
+
+    def spy(op, **kw):
+        seen.append((kw["rows"], kw["cols"]))
+        return real(op, **kw)
+    monkeypatch.setattr(S, "explicit_cases", spy)
+    assert main(["check", "rms_norm", "--examples", "0", "--groups", "calibration", "--no-save", "--json",
+                 *caps]) == 0
+    assert seen == [want]
+    assert json.loads(capsys.readouterr().out)["totals"]["reject"] == 0

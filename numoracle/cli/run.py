@@ -26,10 +26,10 @@ def add_arguments(p, command: str) -> None:
                     help="seed of the search" if check else "seed of the search (default: a random one, printed)")
     common.add_format(p)
     p.add_argument("--rows", type=common.positive_int, default=None,
-                   help="fix the number of rows (default: drawn; check's one case per group has 4)" if check else
+                   help="fix the number of rows (default: drawn; check's one case per group has 4, at most --max-rows)" if check else
                         "fix the number of rows (default: drawn)")
     p.add_argument("--cols", type=common.positive_int, default=None,
-                   help="fix the number of columns (default: drawn; check's one case per group has 96)" if check
+                   help="fix the number of columns (default: drawn; check's one case per group has 96, at most --max-cols)" if check
                         else "fix the number of columns (default: drawn)")
     p.add_argument("--max-rows", type=common.positive_int, default=None,
                    help="cap drawn rows (default: 8)" if check else
@@ -65,6 +65,12 @@ def add_arguments(p, command: str) -> None:
     common.add_json(p)
 
 
+def check_shape(rows, cols, max_rows, max_cols) -> tuple:
+    """The shape of check's one case per input group: --rows/--cols where given, else 4 x 96
+    within the caps the drawn cases keep (--max-rows/--max-cols)."""
+    return rows or min(4, max_rows), cols or min(96, max_cols)
+
+
 def run(args, command: str) -> int:
     from .. import operators
     from ..runner import fuzz
@@ -83,8 +89,9 @@ def run(args, command: str) -> int:
     if command == "check":
         examples = 12 if args.examples is None else args.examples
         max_rows, max_cols = args.max_rows or 8, args.max_cols or 256
-        explicit = explicit_cases(op, formats=fmts, groups=groups, rows=args.rows or 4, cols=args.cols or 96,
-                                  seed=args.seed, params=fixed)
+        rows, cols = check_shape(args.rows, args.cols, max_rows, max_cols)
+        explicit = explicit_cases(op, formats=fmts, groups=groups, rows=rows, cols=cols, seed=args.seed,
+                                  params=fixed)
         database = None
     else:
         examples = 10**9 if args.examples is None else args.examples
