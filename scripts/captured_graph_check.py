@@ -45,7 +45,7 @@ def main(argv=None) -> int:
             t = time.perf_counter()
             got[policy] = []
             for k, y in order:
-                v = check(op.reference, y, inputs, params, backend="gpu", settings=settings(compile=policy))
+                v = check(op.reference, y, inputs, params, backend="gpu", settings=settings(compile=policy, cpu_verdict_max_elements=0))
                 got[policy].append((k, v.status, [o.rejected.cpu().clone() for o in v.outputs]))
             torch.cuda.synchronize()
             got[policy + "_s"] = time.perf_counter() - t
