@@ -64,7 +64,7 @@ class SiteOrigin:
     col: int | None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _numoracle_file(filename: str) -> bool:
     """Whether a code object's file is one of numoracle's own modules (reference programs in
     numoracle/operators count as outside).  Asked for every frame of every site, so kept per
