@@ -91,7 +91,7 @@ def evaluate(program, inputs, params=None, *, backend="interpreter", profile=Non
     inputs, params = _inputs(inputs), program.with_launch(_params(params), launch)
     backend = backends.resolve(backend, profile=profile)
     prof = backend.profile()
-    heap.prepare(s, [x[0] if _is_pair(x) else x for x in inputs])
+    heap.prepare(s, [_tensor_of(x) for x in inputs])
     ev = evaluation.evaluate(program, inputs, params, prof, p, nonfinite)
     ev.p = p
     ev.assumptions = backend.assumptions()

@@ -75,9 +75,7 @@ def _numoracle_file(filename: str) -> bool:
 
 def _ours(code) -> bool:
     name = code.co_filename
-    if os.path.isabs(name):
-        return _numoracle_file(name)
-    return os.path.abspath(name).startswith(_HERE) and "operators" not in name
+    return _numoracle_file(name) if os.path.isabs(name) else _numoracle_file.__wrapped__(name)
 
 
 def _program_frame(f):
