@@ -112,6 +112,42 @@ def test_a_correct_kernel_does_not_look_like_a_leak():
     assert not res.memory["leak_warning"] and not res.warnings
 
 
+def test_warm_up_growth_is_not_a_leak_and_steady_growth_is():
+    from numoracle.runner.outcomes import MemoryWatch
+
+    def warned(samples):
+        w = MemoryWatch()
+        return any(w.add(mb) for mb in samples)
+    # a run's first cases: one large step (caches, a compilation), then a page or two a case
+    warm_up = [334.0, 338.4, 339.3, 339.4, 339.5, 373.1] + [373.1 + 0.05 * k for k in range(1, 60)]
+    assert not warned(warm_up)
+    # a kernel keeping 2 MiB a case
+    assert warned([300.0 + 2.0 * k for k in range(40)])
+    # the same growth in one step does not grow "with every case"
+    assert not warned([300.0] * 20 + [380.0] * 20)
+
+
+def test_a_run_keeps_no_verdicts_of_cases_that_found_nothing():
+    # an in-process run is watched in its own process, where every verdict it kept (float64
+    # regions of every output element, ~35x a bf16 case's inputs) would look like a leak
+    import gc
+
+    import torch
+
+    from numoracle.verdict.verdict import Verdict
+    alive = []
+
+    def rms_norm_torch(x, w, *, eps=1e-6, offset=0.0, casting="llama", **_):
+        alive.append(sum(isinstance(o, Verdict) for o in gc.get_objects()))
+        xf = x.float()
+        rstd = torch.rsqrt((xf * xf).mean(-1) + eps)
+        return (xf * rstd[..., None]).to(x.dtype) * (w + offset), rstd
+    res = fuzz("rms_norm", rms_norm_torch, max_examples=30, seed=0, isolate=False, shrink=False,
+               strategy=cases("rms_norm", rows=(1, 4), cols=(8, 64), params={"casting": ("llama",), "offset": (0.0,)}))
+    assert res.totals.accept >= 20 and not res.found
+    assert len(alive) >= 20 and max(alive) <= 3, alive
+
+
 def test_a_kernel_the_worker_cannot_import_runs_in_process_and_says_so():
     from numoracle.operators import get
 

@@ -136,23 +136,6 @@ def _own_lines_dropped(notes: list) -> list:
     return [n for n in out if n.strip()]
 
 
-def _excess_ulps(verdict) -> float | None:
-    """How far the worst element lies outside its interval, in ulps of its output's format
-    (negative: inside), for ``target()``; None without a finite figure."""
-    if verdict is None:
-        return None
-    try:
-        w = verdict.worst()
-    except Exception:  # noqa: BLE001 - a statistic; never let it hide the verdict
-        return None
-    if w is None or w[2] != w[2] or abs(w[2]) == float("inf"):
-        return None
-    o, i, excess = w
-    if bool(o.uncertified.reshape(-1)[i]) or bool(o.special.reshape(-1)[i]):
-        return None                  # not judged, or NaN/inf: no distance in ulps to speak of
-    return max(-1e6, min(1e6, float(excess)))
-
-
 def _note_budget_statistics(exc: BaseException, seconds, result, events: Counter) -> None:
     """The search's statistics for ``--hypothesis-show-statistics`` when the time budget ended
     it.  Hypothesis reports them when its engine stops on its own limits; the budget stops it by
@@ -267,7 +250,9 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
             return memo[case]
         out = run_case(op, kfn, case, times=times if state["phase"] == "search" else None, **kw)
         out.inputs = tuple(out.inputs)
-        memo[case] = out
+        # a finding is kept whole (shrinking replays it and keeps the smallest), and a statistical-only
+        # reject (the run reports it); of the rest only the status and the targets are read again
+        memo[case] = out if out.is_finding or out.status == "statistical_only" else out.light()
         if len(memo) > 256:                 # keep only what the shrink replay may ask again
             memo.pop(next(iter(memo)))
         return out
@@ -314,9 +299,8 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
                 progress.update(result)
             if out.score is not None:
                 target(out.score, label="excess/width")
-            ulps = _excess_ulps(out.verdict)
-            if ulps is not None:
-                target(ulps, label="excess in ulps")
+            if out.excess_ulps is not None:
+                target(out.excess_ulps, label="excess in ulps")
             if out.is_finding and stop_on_first:
                 state["found"] = (out.status, out.failure_class)
                 state["best"] = out

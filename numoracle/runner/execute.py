@@ -33,7 +33,7 @@ import warnings
 import torch
 
 from ..errors import InvalidArgument, NumoracleError
-from .outcomes import Execution, Outcome, boundary_score, failure_class
+from .outcomes import Execution, Outcome, boundary_score, excess_ulps, failure_class
 
 
 class KernelTimeout(BaseException):
@@ -319,7 +319,7 @@ def judge(op, kernel, inputs, params, config=(), *, backend="interpreter", mode=
         elif mode == "statistical" and v.confirmation == "statistical-only":
             status = "statistical_only"
     out = Outcome(status, case, v, seconds=time.perf_counter() - t0, score=boundary_score(v),
-                  inputs=inputs, params=params, outputs=outs, rss_mb=ran.rss_mb, launch=launch or None)
+                  excess_ulps=excess_ulps(v), inputs=inputs, params=params, outputs=outs, rss_mb=ran.rss_mb, launch=launch or None)
     if status in ("reject", "nan") and classify:
         out.failure_class = failure_class(v)
     if status == "uncertified":

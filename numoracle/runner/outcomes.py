@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -56,6 +56,7 @@ class Outcome:
     error: str | None = None
     seconds: float = 0.0
     score: float | None = None          # worst |kernel - centre| / half-width, the target() value
+    excess_ulps: float | None = None    # the worst element's excess in its output's ulps, the other target()
     # what shrinking keeps: (output, kind, dominant site) of a reject or NaN; ("error", type,
     # file:line), ("crash", signal or exit code), ("timeout",) of a kernel that returned nothing
     failure_class: tuple | None = None
@@ -73,6 +74,13 @@ class Outcome:
     @property
     def is_counterexample(self) -> bool:
         return self.status == "reject"
+
+    def light(self) -> "Outcome":
+        """This outcome without its tensors (verdict, inputs, outputs): what a run keeps of a
+        case it may be asked again.  A verdict holds float64 regions of every output element,
+        about 35 times a bf16 case's inputs, so a run that kept whole outcomes of the cases it
+        had judged grew by megabytes a case."""
+        return replace(self, verdict=None, inputs=(), outputs=None)
 
     @property
     def is_finding(self) -> bool:
@@ -108,6 +116,23 @@ class Outcome:
         if self.uncertified_example:
             d["uncertified_example"] = self.uncertified_example
         return d
+
+
+def excess_ulps(verdict) -> float | None:
+    """How far the worst element lies outside its interval, in ulps of its output's format
+    (negative: inside), for ``target()``; None without a finite figure."""
+    if verdict is None:
+        return None
+    try:
+        w = verdict.worst()
+    except Exception:  # noqa: BLE001 - a statistic; never let it hide the verdict
+        return None
+    if w is None or w[2] != w[2] or abs(w[2]) == float("inf"):
+        return None
+    o, i, excess = w
+    if bool(o.uncertified.reshape(-1)[i]) or bool(o.special.reshape(-1)[i]):
+        return None                  # not judged, or NaN/inf: no distance in ulps to speak of
+    return max(-1e6, min(1e6, float(excess)))
 
 
 def boundary_score(verdict) -> float | None:
@@ -311,8 +336,11 @@ class MemoryWatch:
     and a warning when it grows with nearly every case (a kernel that leaks)."""
 
     WINDOW = 20          # cases looked at
-    GROWING = 0.8        # the share of them after which memory was higher than before
+    GROWING = 0.8        # the share of them after which memory was higher than before by STEP_MB
     MIN_MB = 32.0        # and by at least this much over the window
+    # a case "grows" memory by at least half the rate MIN_MB needs: a run's warm-up (caches,
+    # the allocator's arenas) grows by one large step and many of a page or two, which is no leak
+    STEP_MB = MIN_MB / WINDOW / 2
 
     def __init__(self):
         self.samples: list = []
@@ -326,7 +354,7 @@ class MemoryWatch:
         w = self.samples[-(self.WINDOW + 1):]
         if self.warned or len(w) <= self.WINDOW:
             return None
-        ups = sum(b > a for a, b in zip(w, w[1:]))
+        ups = sum(b - a >= self.STEP_MB for a, b in zip(w, w[1:]))
         if ups >= self.GROWING * self.WINDOW and w[-1] - w[0] >= self.MIN_MB:
             self.warned = True
             return (f"memory grows with every case: {w[0]:.0f} -> {w[-1]:.0f} MiB over the last {self.WINDOW} "
