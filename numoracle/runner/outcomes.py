@@ -75,7 +75,7 @@ class Outcome:
     def is_counterexample(self) -> bool:
         return self.status == "reject"
 
-    def light(self) -> "Outcome":
+    def light(self) -> Outcome:
         """This outcome without its tensors (verdict, inputs, outputs): what a run keeps of a
         case it may be asked again.  A verdict holds float64 regions of every output element,
         about 35 times a bf16 case's inputs, so a run that kept whole outcomes of the cases it
