@@ -244,3 +244,20 @@ def test_a_float64_centre_of_a_sum_or_dot_allows_for_any_summation_order():
     assert bool((s.form.det[DET] >= want).all())
     d = run_reference(row_dot, (x, torch.ones(n, 3, dtype=torch.float32)), {}, prof)[0][0]
     assert bool((d.form.det[DET] >= want).all())
+
+
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (1, 5), (4, 7), (2, 3, 4)])
+def test_bool_reductions_by_count_equal_any_and_all(shape):
+    # the verdict's bool reductions off the CPU (tracked.any_of, all_of) count set elements
+    import itertools
+
+    from numoracle.calculus.tracked import _any_by_count, all_of, any_of
+    g = torch.Generator().manual_seed(sum(shape))
+    for density in (0.0, 0.3, 1.0):
+        m = torch.rand(shape, generator=g) < density
+        for dim, keepdim in [(None, False)] + list(itertools.product(range(-len(shape), len(shape)), (False, True))):
+            kw = {} if dim is None else {"dim": dim, "keepdim": keepdim}
+            assert torch.equal(_any_by_count(m, dim, keepdim), m.any(**kw))
+            assert torch.equal(~_any_by_count(~m, dim, keepdim), m.all(**kw))
+            assert torch.equal(any_of(m, dim, keepdim), m.any(**kw))
+            assert torch.equal(all_of(m, dim, keepdim), m.all(**kw))

@@ -10,7 +10,7 @@ import torch
 from .. import formats as F
 from ..errors import InvalidArgument
 from . import form as FM
-from .tracked import Cond, Tracked, apply, broadcast_shapes, cat, scale_pow2, _div, ulp_bound_fp32, _as_cond, _ax, _or, _squeeze_axis, _sum_axis, _FP64_SLACK, promote, underflow_threshold
+from .tracked import Cond, Tracked, all_of, any_of, apply, broadcast_shapes, cat, scale_pow2, _div, ulp_bound_fp32, _as_cond, _ax, _or, _squeeze_axis, _sum_axis, _FP64_SLACK, promote, underflow_threshold
 
 Tensor = torch.Tensor
 ORDERS = ("any", "sequential", "tree")
@@ -55,7 +55,7 @@ def _reduce_form(x: Tracked, axis: int, keepdims: bool) -> FM.Form:
 def _reduce_taint(x: Tracked, axis, keepdims):
     if x.taint is None:
         return None
-    return x.taint.expand(x.c.shape).any(dim=axis, keepdim=keepdims)
+    return any_of(x.taint.expand(x.c.shape), axis, keepdims)
 
 
 def gamma_bound(d: int, u: float) -> float:
@@ -135,8 +135,8 @@ def _flush_in_sum(fm, x, axis, keepdims, d, fmt, gamma, label, ctx):
         return fm
     R = x.radius()
     lo, hi = x.c - R, x.c + R
-    pos = (lo >= fmt.min_normal).all(dim=axis, keepdim=keepdims)
-    neg = (hi <= -fmt.min_normal).all(dim=axis, keepdim=keepdims)
+    pos = all_of(lo >= fmt.min_normal, axis, keepdims)
+    neg = all_of(hi <= -fmt.min_normal, axis, keepdims)
     may = ~(pos | neg)
     if not ctx.any(may):
         return fm

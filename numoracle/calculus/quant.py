@@ -40,7 +40,7 @@ import torch
 from .. import formats as F
 from ..errors import InvalidArgument
 from . import form as FM
-from .tracked import Tracked, _fmt_arg
+from .tracked import Tracked, _fmt_arg, any_of
 
 Tensor = torch.Tensor
 SCALE_RULES = ("fp32", "ue8m0")
@@ -462,11 +462,11 @@ def _row_col_taint(a, b, a_s, b_s, rows_n):
     cols = torch.zeros((1, N), dtype=torch.bool, device=a.c.device)
     for t, side in ((a, "r"), (a_s, "r"), (b, "c")):
         if t.taint is not None:
-            m = t.taint.expand(t.c.shape).any(dim=-1)
+            m = any_of(t.taint.expand(t.c.shape), -1)
             if side == "r":
                 rows = rows | m[:, None]
             else:
                 cols = cols | m[None, :]
     if b_s.taint is not None:
-        cols = cols | b_s.taint.expand(b_s.c.shape).any(dim=-1)[rows_n][None, :]
+        cols = cols | any_of(b_s.taint.expand(b_s.c.shape), -1)[rows_n][None, :]
     return rows | cols

@@ -41,7 +41,7 @@ import torch
 from .. import formats as F
 from ..errors import InvalidArgument
 from . import quant as Q
-from .tracked import Tracked, _fmt_arg
+from .tracked import Tracked, _fmt_arg, any_of
 
 Tensor = torch.Tensor
 
@@ -125,7 +125,7 @@ def code_tensors(x: Tracked, y: Tensor, s_el: Tensor, fmt: F.Format, fmax: float
 def _block_taint(x: Tracked, block: int) -> Tensor:
     if x.taint is None:
         return torch.zeros(x.c.shape[:-1] + (x.c.shape[-1] // block,), dtype=torch.bool, device=x.c.device)
-    return Q.groups_of(x.taint.expand(x.c.shape), block).any(-1)
+    return any_of(Q.groups_of(x.taint.expand(x.c.shape), block), -1)
 
 
 def _amax_enclosure(x: Tracked, block: int):
@@ -439,7 +439,7 @@ def after_dot_sites(acc: Tracked, a: Tracked, a_s: Tracked, b: Tracked, b_s: Tra
                f"|value| <= {F.fp32.max_finite:.6g}", over, big)
     lb = a.repr_fmt.min_subnormal * b.repr_fmt.min_subnormal
     inexact = (S > 0) & ((lb * sa < F.fp32.min_subnormal) | (lb * sa * sb < F.fp32.min_subnormal))
-    exact = ~inexact.any(-1)
+    exact = ~any_of(inexact, -1)
     # per element, the smallest lb x scale among its inexact blocks (0 where none is)
     low = torch.where(inexact, torch.minimum(lb * sa, lb * sa * sb), torch.full_like(S, math.inf)).amin(-1)
     ctx.record(ctx.label(f"block dot x 2^Ea x 2^Eb exact (scale after the dot, blocks of {block})"), "range",

@@ -336,6 +336,27 @@ def _or(a, b):
     return a | b
 
 
+def any_of(mask: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """``mask.any(dim)``, as every verdict's bool reduction is taken.  Off the CPU it counts
+    the set elements instead: Inductor's Triton code for a bool reduction fused with others
+    can keep an int1 accumulator that the loop re-types to int8, which Triton 3.6 refuses to
+    compile (docs/results/2026-12-04-h200-bool-reductions.md); an integer count compiles."""
+    if mask.device.type == "cpu":
+        return mask.any() if dim is None else mask.any(dim=dim, keepdim=keepdim)
+    return _any_by_count(mask, dim, keepdim)
+
+
+def _any_by_count(mask: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    return (mask.sum() if dim is None else mask.sum(dim=dim, keepdim=keepdim)) > 0
+
+
+def all_of(mask: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """``mask.all(dim)``, taken as :func:`any_of` takes its reductions."""
+    if mask.device.type == "cpu":
+        return mask.all() if dim is None else mask.all(dim=dim, keepdim=keepdim)
+    return ~_any_by_count(~mask, dim, keepdim)
+
+
 def _as_cond(c) -> Cond:
     if isinstance(c, Cond):
         return c

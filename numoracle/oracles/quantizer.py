@@ -27,6 +27,7 @@ import torch
 from .. import formats as F
 from ..calculus import quant as Q
 from ..calculus import quant_mx as MX
+from ..calculus.tracked import any_of
 from ..errors import InvalidArgument
 from ..verdict.judgement import GivenParts, OutputJudgement
 
@@ -136,7 +137,7 @@ def _scale_tensors(q: Q.Quantizer, S: torch.Tensor):
     if pow2:
         ok = ok & Q._is_pow2(S)
     unc = torch.zeros_like(ok) if q.x.taint is None else \
-        Q.groups_of(q.x.taint.expand(q.x.c.shape), q.group).any(-1)
+        any_of(Q.groups_of(q.x.taint.expand(q.x.c.shape), q.group), -1)
     rejected = ~ok & ~unc
     return ideal, lo, hi, lo, hi, rejected, unc, pow2
 

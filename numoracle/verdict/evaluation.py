@@ -13,7 +13,7 @@ import torch
 
 from .. import formats as F
 from ..calculus import form as FM
-from ..calculus.tracked import Context, Tracked
+from ..calculus.tracked import Context, Tracked, any_of
 from ..errors import InvalidArgument, LanguageMisuse
 from ..oracles import quantizer as QZ
 from .regions import Region, region_of
@@ -111,7 +111,7 @@ def run_reference(program, inputs, params, profile, condensed=True, nonfinite="e
         bad = ~torch.isfinite(v)
         taint = None
         if traced:
-            any_bad.append(bad.any())
+            any_bad.append(any_of(bad))
             if sanitise:
                 taint = bad
                 v = torch.where(bad, torch.zeros_like(v), v)
@@ -127,7 +127,7 @@ def run_reference(program, inputs, params, profile, condensed=True, nonfinite="e
             policy = NONFINITE_POLICY_TEXT
         args.append(Tracked(v, fmt, FM.Form(), ctx, taint=taint))
     if traced:
-        policy = torch.stack(any_bad).any() if any_bad else None
+        policy = any_of(torch.stack(any_bad)) if any_bad else None
         return outputs_list(program.fn(*args, **params)), ctx, policy
     check_params(program, params)
     devices = {x.device for x in (y[0] if isinstance(y, tuple) else y for y in inputs)}

@@ -13,6 +13,7 @@ import warnings
 import torch
 
 from ... import formats as F
+from ...calculus.tracked import any_of
 from ...certificates import Certificate
 from ...oracles import quantizer as QZ
 from ..evaluation import NONFINITE_POLICY_TEXT, decode_outputs, evaluate
@@ -231,12 +232,12 @@ class Plan:
                 if reg is None:             # a quantizer output: its two-step judgement, in every mode
                     centre, lo, hi, qlo, qhi, rejected, unc = quant[j]
                     outs.append((centre, lo, hi, qlo, qhi, rejected, unc))
-                    flags += [rejected.any(), unc.any()]
+                    flags += [any_of(rejected), any_of(unc)]
                     continue
                 # the rejected masks only feed the flags: a verdict computes them eagerly, from the
                 # regions, when they are asked for
                 rejected, _ = judge_masks(reg.fmt, reg.centre, reg.fixed, reg.stat, reg.taint, y, modes)
-                flags += [r.any() for r in rejected] + [reg.taint.any()]
+                flags += [any_of(r) for r in rejected] + [any_of(reg.taint)]
                 outs.append((reg.centre, reg.fixed, reg.stat, reg.taint))
             # the sites' statistics are not returned (so not computed): the certificate is
             # filled in from an eager run when it is read
