@@ -67,26 +67,26 @@ class Verdict:
         for o in self.outputs:
             if o.numel == 0:
                 continue
-            # in ulps of the larger of the kernel's value and the bound it passed: a kernel that
-            # stored 0 where the region is near 5 is off by 5's ulps, not by the smallest subnormal's
-            k = torch.where(torch.isfinite(o.kernel), o.kernel, o.centre).abs()
-
-            def ulp_beside(bound):
-                return F.ulp(torch.where(torch.isfinite(bound), torch.maximum(k, bound.abs()), k), o.fmt)
-            above = (o.kernel - o.hi) / ulp_beside(o.hi)
-            below = (o.lo - o.kernel) / ulp_beside(o.lo)
-            excess = torch.maximum(above, below)
             if bool(o.rejected.any()):
+                excess = _excess(o.kernel, o.centre, o.lo, o.hi, o.fmt)
                 score = torch.where(o.rejected, torch.nan_to_num(excess, nan=float("inf"), posinf=float("inf")),
                                     torch.full_like(excess, -float("inf")))
                 kind = 1
             else:
+                excess = None
                 half = (o.hi - o.lo) / 2
                 dev = (o.kernel - o.centre).abs() / torch.where(half > 0, half, torch.ones_like(half))
                 score = torch.where(o.uncertified | ~torch.isfinite(dev), torch.full_like(dev, -float("inf")), dev)
                 kind = 0
             i = int(torch.argmax(score.reshape(-1)))
-            cand = (kind, float(score.reshape(-1)[i]), o, i, float(excess.reshape(-1)[i]))
+            if excess is None:
+                # nothing rejected: the excess is read at the chosen element only (in ulps, the
+                # dearest part of this, for every element was most of a fuzz case's scoring)
+                at = [_element(t, score.shape, i) for t in (o.kernel, o.centre, o.lo, o.hi)]
+                e = float(_excess(*at, o.fmt)[0])
+            else:
+                e = float(excess.reshape(-1)[i])
+            cand = (kind, float(score.reshape(-1)[i]), o, i, e)
             if best is None or cand[:2] > best[:2]:
                 best = cand
         if best is None:
@@ -128,6 +128,27 @@ class Verdict:
             "assumptions": self.assumptions.to_dict(),
             "replay": self.replay,
         }
+
+
+def _element(t, shape, i):
+    """Element i (flat, in ``shape``) of t broadcast to shape, as a tensor of one element: no
+    copy of a broadcast or non-contiguous t."""
+    idx = []
+    for d in reversed(shape):
+        i, r = divmod(i, d)
+        idx.append(r)
+    return t.expand(shape)[tuple(reversed(idx))].reshape(1)
+
+
+def _excess(kernel, centre, lo, hi, fmt):
+    """How far each kernel value lies outside [lo, hi], in ulps of the larger of the kernel's
+    value and the bound it passed (negative: inside): a kernel that stored 0 where the region is
+    near 5 is off by 5's ulps, not by the smallest subnormal's."""
+    k = torch.where(torch.isfinite(kernel), kernel, centre).abs()
+
+    def ulp_beside(bound):
+        return F.ulp(torch.where(torch.isfinite(bound), torch.maximum(k, bound.abs()), k), fmt)
+    return torch.maximum((kernel - hi) / ulp_beside(hi), (lo - kernel) / ulp_beside(lo))
 
 
 def verdicts(program_name: str, modes, p: float, confirm: bool, assumptions, outs, certificate,
