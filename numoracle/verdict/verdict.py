@@ -80,8 +80,8 @@ class Verdict:
                 kind = 0
             i = int(torch.argmax(score.reshape(-1)))
             if excess is None:
-                # nothing rejected: the excess is read at the chosen element only (in ulps, the
-                # dearest part of this, for every element was most of a fuzz case's scoring)
+                # nothing rejected: the choice does not depend on the excess, so it is read at the
+                # chosen element only (for every element, its two ulp passes were most of this time)
                 at = [_element(t, score.shape, i) for t in (o.kernel, o.centre, o.lo, o.hi)]
                 e = float(_excess(*at, o.fmt)[0])
             else:
@@ -133,11 +133,8 @@ class Verdict:
 def _element(t, shape, i):
     """Element i (flat, in ``shape``) of t broadcast to shape, as a tensor of one element: no
     copy of a broadcast or non-contiguous t."""
-    idx = []
-    for d in reversed(shape):
-        i, r = divmod(i, d)
-        idx.append(r)
-    return t.expand(shape)[tuple(reversed(idx))].reshape(1)
+    idx = tuple(int(k) for k in torch.unravel_index(torch.tensor(i), shape))
+    return t.expand(shape)[idx].reshape(1)
 
 
 def _excess(kernel, centre, lo, hi, fmt):
