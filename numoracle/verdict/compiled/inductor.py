@@ -15,6 +15,11 @@ On a CPU whose widest vectors are 512 bits, a verdict's loops are tiled by float
 (``float_tiling``): Inductor tiles a kernel whose loop bodies all hold bf16 or fp16 values
 by the 16-bit width (32 lanes), so each of a verdict's hundreds of float64 values takes
 four registers and the loops spill.  (Measurements: docs/results/INDEX.md, "CPU tiling".)
+
+While a CPU verdict compiles, Inductor also writes its boolean masks as vectors
+(``vector_masks``): a verdict is full of masks (taints, range checks, settled casts), and the
+C++ Inductor writes for them by default goes through memory one element at a time where
+torch's vector library has no direct conversion (docs/performance.md, "Masks").
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+
+import torch
 
 COMPILE_OPTIONS = {"emulate_precision_casts": True, "pattern_matcher": False,
                    "cpp.enable_floating_point_contract_flag": "off", "cpp.enable_unsafe_math_opt_flag": False}
@@ -104,3 +111,151 @@ def brief(message: str, head: int = 200, tail: int = 500) -> str:
     if len(message) <= head + tail + 5:
         return message
     return f"{message[:head]} ... {message[-tail:]}"
+
+
+# -- masks as vectors --------------------------------------------------------------------------
+#
+# Inductor's C++ holds a boolean of a vectorised loop as a VecMask of the dtype it was computed
+# from (a comparison of float64 values: VecMask<double, 2> for 16 lanes).  Three things it does
+# with them have no vector code in torch's ATen/cpu/vec, whose generic fallbacks store the mask
+# and convert it element by element:
+# - ``a & b``, ``a | b``, ``a ^ b`` first cast both masks to int32 lanes (no VecMaskCast from
+#   double to int);
+# - a bool tensor that a later loop reads is stored through Vectorized<bool> (a 64-lane blend);
+# - reading it back builds the mask from each byte.
+# In a compiled verdict these loops were 50-70% of the time (perf, softmax at 64x4000,
+# docs/results/2026-12-04-cpu-vector-masks.md).  ``vector_masks`` has the masks combined in int64
+# lanes (a reinterpretation of a double mask, a widening of a float or int32 one: vector code
+# both) and bool tensors stored and read as bytes through int32 lanes.  Only the representation
+# of a mask changes: every lane still holds all ones or all zeros, a stored bool is 0 or 1.
+# The stores and loads are rewritten only where a loop's lanes fill one vector of int32 (the
+# 16-lane loops of AVX-512 and the 8-lane loops of AVX2), and only contiguous stores.
+
+MASKS_TAG = "numoracle-vector-masks-1"
+
+
+def _mask_codegen():
+    """(cpp module, cpp_utils module) of this torch's Inductor, or None where its internals are
+    not the ones ``vector_masks`` rewrites (another torch: Inductor's own code is kept)."""
+    try:
+        from torch._inductor.codegen import cpp as C
+        from torch._inductor.codegen import cpp_utils as U
+        C.may_unify_binary_op_mask_type, U.unify_mask_base_type, U.cexpr_index, C.IndentedBuffer
+        C.CppVecKernel._get_store_line, C.CppVecKernel._get_vec_load_line
+        C.CppVecKernel._try_get_const_stride, C.CppVecKernel._get_num_vectors
+        from torch._inductor.custom_graph_pass import CustomGraphPass
+    except Exception:
+        return None
+    return C, U, CustomGraphPass
+
+
+@functools.cache
+def _tag_pass():
+    """A graph pass that changes nothing, whose uuid enters Inductor's cache key: kernels
+    compiled with ``vector_masks`` are not served to other compiles, nor theirs to
+    numoracle's."""
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    class NumoracleMasks(CustomGraphPass):
+        def __call__(self, graph):
+            return None
+
+        def uuid(self):
+            return MASKS_TAG
+
+    return NumoracleMasks()
+
+
+def vector_masks_options() -> dict:
+    """The Inductor options that go with ``vector_masks`` (the cache tag), or none where this
+    torch's internals are not the expected ones."""
+    if _mask_codegen() is None:
+        return {}
+    return {"post_grad_custom_post_pass": _tag_pass()}
+
+
+def _int_vectors(kernel) -> tuple:
+    """How many vectors of int32 and of int64 one step of the loop's lanes fills."""
+    return kernel._get_num_vectors(torch.int32), kernel._get_num_vectors(torch.int64)
+
+
+def _int32_type(n: int) -> str:
+    """The C++ type at::vec's convert<int32_t, n, ...> returns."""
+    return "at::vec::Vectorized<int32_t>" if n == 1 else f"at::vec::VectorizedN<int32_t,{n}>"
+
+
+def _one_int32_vector(kernel) -> bool:
+    """Whether the loop's lanes fill one or two vectors of int32 (twice as many of int64): the
+    16-lane loops of AVX-512 and AVX2, the 8-lane loops of AVX2."""
+    n32, n64 = _int_vectors(kernel)
+    return n32 in (1, 2) and n64 == 2 * n32
+
+
+_masks_state = threading.local()      # .active: this thread is in a numoracle compile
+_masks_installed: list = []
+
+
+def _install_mask_codegen(C, U) -> None:
+    """Wrap Inductor's three mask code generators, once per process.  The wrappers write the
+    vector code only in a thread inside ``vector_masks(True)``, and Inductor's own elsewhere,
+    so a compile of anyone else's code is untouched; a verdict whose symbolic plan traces
+    again on a later call gets the same code as its first trace."""
+    unify, store, load = C.may_unify_binary_op_mask_type, C.CppVecKernel._get_store_line, \
+        C.CppVecKernel._get_vec_load_line
+
+    def active() -> bool:
+        return getattr(_masks_state, "active", False)
+
+    def unify_masks(a, b):
+        if active() and a.dtype == torch.bool:
+            return U.unify_mask_base_type(C.V.kernel.compute, (a, b), torch.int64)
+        return unify(a, b)
+
+    def store_line(self, value, var, index, dtype, accu_store=False):
+        if (active() and dtype == torch.bool and not accu_store and not isinstance(value, str)
+                and _one_int32_vector(self)
+                and self._try_get_const_stride(index, self.itervars[self.tiling_idx]) == 1):
+            # all-ones lanes -> 1, zero lanes -> 0, narrowed to bytes
+            n32, n64 = _int_vectors(self)
+            i32 = _int32_type(n32)
+            ones = f"{value}.template cast<int64_t,{n64}>().template cast<int32_t,{n32}>()"
+            code = C.IndentedBuffer()
+            code.writeline(
+                f"at::vec::convert<int8_t,1,int32_t,{n32}>({i32}(0) - {i32}({ones})).store("
+                f"reinterpret_cast<int8_t*>({var} + {U.cexpr_index(index)}), {U.cexpr_index(self.num_elems)});")
+            return code
+        return store(self, value, var, index, dtype, accu_store)
+
+    def load_line(self, var, index, dtype, load_mask=None):
+        # (Inductor's own bool load ignores load_mask too)
+        if active() and dtype == torch.bool and _one_int32_vector(self):
+            n32, _ = _int_vectors(self)
+            buf = f"{var} + {U.cexpr_index(index)}" if index != 0 else var
+            return (f"at::vec::VecMask<int32_t,{n32}>(at::vec::convert<int32_t,{n32},uint8_t,1>("
+                    f"at::vec::Vectorized<uint8_t>::loadu(reinterpret_cast<const uint8_t*>({buf}), "
+                    f"{U.cexpr_index(self.num_elems)})) != {_int32_type(n32)}(0))"
+                    f".template cast<float,{n32}>()")
+        return load(self, var, index, dtype, load_mask)
+
+    C.may_unify_binary_op_mask_type = unify_masks
+    C.CppVecKernel._get_store_line, C.CppVecKernel._get_vec_load_line = store_line, load_line
+
+
+@contextlib.contextmanager
+def vector_masks(active: bool):
+    """While a CPU verdict compiles (in this thread): Inductor's C++ combines, stores and
+    loads boolean masks with vector code (see above).  The values computed are the same."""
+    codegen = _mask_codegen() if active else None
+    if codegen is None:
+        yield
+        return
+    with _tiling_lock:
+        if not _masks_installed:
+            _install_mask_codegen(*codegen[:2])
+            _masks_installed.append(True)
+    before = getattr(_masks_state, "active", False)
+    _masks_state.active = True
+    try:
+        yield
+    finally:
+        _masks_state.active = before

@@ -20,7 +20,7 @@ from ..evaluation import NONFINITE_POLICY_TEXT, decode_outputs, evaluate
 from ..judgement import OutputJudgement, RegionJudgement, RegionTensors, judge_masks
 from . import graphs, holding
 from .compare import check_sites, compare
-from .inductor import COMPILE_OPTIONS, brief, float_tiling, float_tiling_options
+from .inductor import COMPILE_OPTIONS, brief, float_tiling, float_tiling_options, vector_masks, vector_masks_options
 
 # a flags-only signature whose verdicts mostly need their regions (at least this many, and at
 # least half of them) switches to its compiled regions function as its verdict
@@ -163,6 +163,7 @@ class Plan:
         options = dict(COMPILE_OPTIONS)
         if self.device == "cpu":
             options.update(float_tiling_options())
+            options.update(vector_masks_options())
         keep = getattr(torch.compiler, "keep_tensor_guards_unsafe", None)
         if self.symbolic:
             # every guard stays: the shape guards (a size that is a power of two, sizes equal to one
@@ -183,7 +184,7 @@ class Plan:
         fn = make()
         tiling = self.device == "cpu" and bool(float_tiling_options())
         try:
-            with float_tiling(tiling), self._tracing():
+            with float_tiling(tiling), self._codegen():
                 return fn, fn(*tensors)
         except Exception as exc:
             if not self.sanitise:
@@ -197,8 +198,16 @@ class Plan:
             self.whole = False
             self.graphs = False
             fn = make()
-            with float_tiling(tiling), self._tracing():
+            with float_tiling(tiling), self._codegen():
                 return fn, fn(*tensors)
+
+    @contextlib.contextmanager
+    def _codegen(self):
+        """Around every call of a compiled function, any of which may compile (a symbolic plan
+        traces again for a power-of-two size): ``_tracing``, and on the CPU Inductor's vector
+        code for masks (``inductor.vector_masks``)."""
+        with vector_masks(self.device == "cpu"), self._tracing():
+            yield
 
     def _tracing(self):
         """While a symbolic plan's function runs (and may trace again for another kind of
@@ -287,7 +296,7 @@ class Plan:
                                       f"graph; capturing it failed ({brief(type(exc).__name__ + ': ' + str(exc))}).",
                                       RuntimeWarning, stacklevel=4)
             else:
-                with self._tracing():
+                with self._codegen():
                     sites, flags, *regions = self.fn(*tensors)
             # a signature's sites are checked once (a value read to the host, a count, may name
             # itself in a label and change between calls); a symbolic plan's once per trace
@@ -399,7 +408,8 @@ class Plan:
                         _, want, *want_regions = self._function(full=True)(*kept)
                         compare(again, want, [outs], want_regions)
                     else:
-                        _, again, outs = (self.regions_fn or self._function(full=True))(*kept)
+                        with self._codegen():
+                            _, again, outs = (self.regions_fn or self._function(full=True))(*kept)
                 except Exception as exc:
                     if self.regions_fn is None and not compile_now:
                         raise

@@ -1,0 +1,116 @@
+"""Inductor's C++ for boolean masks while a CPU verdict compiles
+(numoracle.verdict.compiled.inductor.vector_masks): the same values as the eager code, vector
+code where the rewrite applies, Inductor's own code outside numoracle's compiles.
+
+The compiling test is in the slow tier (a cold C++ compile per graph); the default tier's
+verdict parity test (tests/test_compiled.py) compiles its rms_norm verdict with the rewrite
+too."""
+import pytest
+import torch
+
+from numoracle.verdict.compiled import inductor
+
+needs_codegen = pytest.mark.skipif(inductor._mask_codegen() is None,
+                                   reason="another torch's Inductor internals: its own mask code is kept")
+
+
+def test_the_rewrite_is_on_in_this_thread_only_while_numoracle_compiles():
+    state = inductor._masks_state
+    assert not getattr(state, "active", False)
+    with inductor.vector_masks(False):
+        assert not getattr(state, "active", False)
+    if inductor._mask_codegen() is None:
+        return
+    with inductor.vector_masks(True):
+        assert state.active
+        with inductor.vector_masks(True):
+            assert state.active
+        assert state.active                    # a nested exit keeps the outer one
+        seen = []
+        import threading
+        t = threading.Thread(target=lambda: seen.append(getattr(state, "active", False)))
+        t.start()
+        t.join()
+        assert seen == [False]                 # another thread's compiles are Inductor's own
+    assert not state.active
+    with pytest.raises(RuntimeError, match="boom"):
+        with inductor.vector_masks(True):
+            raise RuntimeError("boom")
+    assert not state.active
+
+
+@needs_codegen
+def test_numoracles_kernels_have_a_cache_key_of_their_own():
+    """The tag pass changes no graph and names the rewrite in Inductor's cache key, so a kernel
+    compiled without it is never served to a verdict (nor the reverse)."""
+    (tag,) = inductor.vector_masks_options().values()
+    assert tag.uuid() == inductor.MASKS_TAG
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    g.output(x)
+    before = str(g)
+    assert tag(g) is None and str(g) == before
+
+
+def _masks(x, y):
+    """Masks of float64 and bf16 comparisons combined (&, |, ^, ~), a row reduction of a mask
+    read back by a later pass, masks selected by where and bool outputs (stored)."""
+    a = x > 0.5
+    b = (y.to(torch.float64) < 0.25) | (x == 0)
+    m = a & ~b
+    row = m.any(dim=-1, keepdim=True)
+    c = m ^ row
+    t = torch.where(c, x, -x).sum(dim=-1, keepdim=True)
+    k = c & (x * t > 0) | (a & ~row)
+    flags = torch.stack([m.any(), k.all(), (k != c).any()])
+    return k, c, torch.where(row, m, k), (k & a).all(dim=-1), flags
+
+
+def _inputs(rows, cols, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(rows, cols, generator=g, dtype=torch.float64)
+    x[x < 0.05] = 0.0
+    y = torch.rand(rows, cols, generator=g).to(torch.bfloat16)
+    return x, y
+
+
+@pytest.mark.slow
+@needs_codegen
+@pytest.mark.parametrize("dynamic", (False, True), ids=("static", "symbolic"))
+def test_masks_compiled_with_the_rewrite_equal_eager_ones(dynamic):
+    from torch._inductor.utils import run_and_get_code
+    torch._dynamo.reset()
+    options = dict(inductor.COMPILE_OPTIONS, **inductor.vector_masks_options(), **inductor.float_tiling_options())
+    f = torch.compile(_masks, dynamic=dynamic, options=options)
+    # sizes below, at and past one vector of lanes (8 and 16), with tails
+    shapes = ((1, 1), (3, 17), (2, 16), (5, 8), (7, 33), (64, 100), (4, 1000))
+    codes = []
+    with inductor.float_tiling(bool(inductor.float_tiling_options())), inductor.vector_masks(True):
+        for k, (rows, cols) in enumerate(shapes if dynamic else shapes[-3:]):
+            x, y = _inputs(rows, cols, k)
+            got, code = run_and_get_code(f, x, y)
+            codes += code
+            for g, w in zip(got, _masks(x, y)):
+                assert g.dtype == w.dtype and torch.equal(g, w), (rows, cols)
+                # a stored bool is 0 or 1, nothing else
+                assert set(g.view(torch.uint8).unique().tolist()) <= {0, 1}
+    text = "\n".join(codes)
+    # the rewrite ran: masks combined in int64 lanes, bool stores narrowed through int32
+    assert "cast<int64_t," in text
+    assert "at::vec::convert<int8_t,1,int32_t," in text
+    assert "VecMask<int32_t," in text
+
+
+@pytest.mark.slow
+@needs_codegen
+def test_compiles_outside_numoracles_keep_inductors_own_mask_code():
+    from torch._inductor.utils import run_and_get_code
+    with inductor.vector_masks(True):
+        pass                                   # installed, and off again
+    torch._dynamo.reset()
+    f = torch.compile(_masks, dynamic=False, options=dict(inductor.COMPILE_OPTIONS))
+    x, y = _inputs(7, 33, 3)
+    got, code = run_and_get_code(f, x, y)
+    for g, w in zip(got, _masks(x, y)):
+        assert torch.equal(g, w)
+    assert "at::vec::convert<int8_t,1,int32_t," not in "\n".join(code)
