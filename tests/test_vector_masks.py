@@ -33,9 +33,8 @@ def test_the_rewrite_is_on_in_this_thread_only_while_numoracle_compiles():
         t.join()
         assert seen == [False]                 # another thread's compiles are Inductor's own
     assert not state.active
-    with pytest.raises(RuntimeError, match="boom"):
-        with inductor.vector_masks(True):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), inductor.vector_masks(True):
+        raise RuntimeError("boom")
     assert not state.active
 
 
@@ -50,6 +49,26 @@ def test_numoracles_kernels_have_a_cache_key_of_their_own():
     g.output(x)
     before = str(g)
     assert tag(g) is None and str(g) == before
+
+
+@needs_codegen
+def test_another_torchs_internals_keep_inductors_own_code(monkeypatch):
+    """Where Inductor's mask code generators are not the ones the rewrite wraps (another name
+    or signature), numoracle compiles with Inductor's own code and no cache tag."""
+    from torch._inductor.codegen import cpp as C
+
+    def store_line(self, value, var, index, dtype, accu_store=False, extra=None):
+        raise AssertionError("not called")
+    monkeypatch.setattr(C.CppVecKernel, "_get_store_line", store_line)
+    inductor._mask_codegen.cache_clear()
+    try:
+        assert inductor._mask_codegen() is None and inductor.vector_masks_options() == {}
+        with inductor.vector_masks(True):
+            assert not getattr(inductor._masks_state, "active", False)
+    finally:
+        monkeypatch.undo()
+        inductor._mask_codegen.cache_clear()
+    assert inductor._mask_codegen() is not None
 
 
 def _masks(x, y):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import threading
 
 import torch
@@ -123,28 +124,39 @@ def brief(message: str, head: int = 200, tail: int = 500) -> str:
 #   double to int);
 # - a bool tensor that a later loop reads is stored through Vectorized<bool> (a 64-lane blend);
 # - reading it back builds the mask from each byte.
-# In a compiled verdict these loops were 50-70% of the time (perf, softmax at 64x4000,
+# In a compiled verdict these were over half of the kernel's time (perf, softmax at 64x4000,
 # docs/results/2026-12-04-cpu-vector-masks.md).  ``vector_masks`` has the masks combined in int64
 # lanes (a reinterpretation of a double mask, a widening of a float or int32 one: vector code
 # both) and bool tensors stored and read as bytes through int32 lanes.  Only the representation
 # of a mask changes: every lane still holds all ones or all zeros, a stored bool is 0 or 1.
-# The stores and loads are rewritten only where a loop's lanes fill one vector of int32 (the
-# 16-lane loops of AVX-512 and the 8-lane loops of AVX2), and only contiguous stores.
+# The stores and loads are rewritten where a loop's lanes fill one or two vectors of int32 (the
+# loops of AVX-512 and AVX2), and only contiguous stores.
 
 MASKS_TAG = "numoracle-vector-masks-1"
 
 
+@functools.cache
 def _mask_codegen():
-    """(cpp module, cpp_utils module) of this torch's Inductor, or None where its internals are
-    not the ones ``vector_masks`` rewrites (another torch: Inductor's own code is kept)."""
+    """(cpp module, cpp_utils module, CustomGraphPass) of this torch's Inductor, or None where
+    its internals are not the ones ``vector_masks`` rewrites, by name and signature (another
+    torch: Inductor's own code is kept)."""
     try:
         from torch._inductor.codegen import cpp as C
         from torch._inductor.codegen import cpp_utils as U
-        C.may_unify_binary_op_mask_type, U.unify_mask_base_type, U.cexpr_index, C.IndentedBuffer
-        C.CppVecKernel._get_store_line, C.CppVecKernel._get_vec_load_line
-        C.CppVecKernel._try_get_const_stride, C.CppVecKernel._get_num_vectors
         from torch._inductor.custom_graph_pass import CustomGraphPass
-    except Exception:
+    except ImportError:
+        return None
+    used = ((C, ("may_unify_binary_op_mask_type", "IndentedBuffer", "V")), (U, ("unify_mask_base_type", "cexpr_index")),
+            (C.CppVecKernel, ("_get_store_line", "_get_vec_load_line", "_try_get_const_stride", "_get_num_vectors")))
+    if not all(hasattr(owner, name) for owner, names in used for name in names):
+        return None
+    expected = {C.may_unify_binary_op_mask_type: ["a", "b"],
+                C.CppVecKernel._get_store_line: ["self", "value", "var", "index", "dtype", "accu_store"],
+                C.CppVecKernel._get_vec_load_line: ["self", "var", "index", "dtype", "load_mask"]}
+    try:
+        if any(list(inspect.signature(f).parameters) != names for f, names in expected.items()):
+            return None
+    except (TypeError, ValueError):          # no signature to read
         return None
     return C, U, CustomGraphPass
 
@@ -186,7 +198,7 @@ def _int32_type(n: int) -> str:
 
 def _one_int32_vector(kernel) -> bool:
     """Whether the loop's lanes fill one or two vectors of int32 (twice as many of int64): the
-    16-lane loops of AVX-512 and AVX2, the 8-lane loops of AVX2."""
+    16- and 32-lane loops of AVX-512, the 8- and 16-lane loops of AVX2."""
     n32, n64 = _int_vectors(kernel)
     return n32 in (1, 2) and n64 == 2 * n32
 

@@ -20,7 +20,14 @@ from ..evaluation import NONFINITE_POLICY_TEXT, decode_outputs, evaluate
 from ..judgement import OutputJudgement, RegionJudgement, RegionTensors, judge_masks
 from . import graphs, holding
 from .compare import check_sites, compare
-from .inductor import COMPILE_OPTIONS, brief, float_tiling, float_tiling_options, vector_masks, vector_masks_options
+from .inductor import (
+    COMPILE_OPTIONS,
+    brief,
+    float_tiling,
+    float_tiling_options,
+    vector_masks,
+    vector_masks_options,
+)
 
 # a flags-only signature whose verdicts mostly need their regions (at least this many, and at
 # least half of them) switches to its compiled regions function as its verdict
