@@ -135,10 +135,16 @@ def test_a_run_keeps_no_verdicts_of_cases_that_found_nothing():
     import torch
 
     from numoracle.verdict.verdict import Verdict
+
+    def verdicts():
+        return sum(isinstance(o, Verdict) for o in gc.get_objects())
     alive = []
+    # verdicts that earlier tests of this process still hold are not the run's (pytest -n 0)
+    gc.collect()
+    held = verdicts()
 
     def rms_norm_torch(x, w, *, eps=1e-6, offset=0.0, casting="llama", **_):
-        alive.append(sum(isinstance(o, Verdict) for o in gc.get_objects()))
+        alive.append(verdicts() - held)
         xf = x.float()
         rstd = torch.rsqrt((xf * xf).mean(-1) + eps)
         return (xf * rstd[..., None]).to(x.dtype) * (w + offset), rstd
