@@ -85,6 +85,16 @@ def _masks(x, y):
     return k, c, torch.where(row, m, k), (k & a).all(dim=-1), flags
 
 
+def _bf16_masks(x, y):
+    """The same from a bf16 input alone: Inductor's loops are then bf16-wide (two int32 vectors
+    a step)."""
+    yd = y.to(torch.float64)
+    a = (yd > 0.5) & (yd < 0.9)
+    row = a.any(dim=-1, keepdim=True)
+    s = torch.where(a, yd, -yd).sum(dim=-1, keepdim=True)
+    return (a ^ row) & (yd * s > 0), a
+
+
 def _inputs(rows, cols, seed):
     g = torch.Generator().manual_seed(seed)
     x = torch.rand(rows, cols, generator=g, dtype=torch.float64)
@@ -93,31 +103,52 @@ def _inputs(rows, cols, seed):
     return x, y
 
 
+def _vector_widths() -> list:
+    try:
+        from torch._inductor import cpu_vec_isa
+        return sorted({isa.bit_width() for isa in cpu_vec_isa.valid_vec_isa_list()})
+    except Exception:              # another torch's internals
+        return []
+
+
+# (vector width, float tiling): as numoracle compiles on an AVX-512 host (one int32 vector a
+# step), Inductor's own tiling there (bf16 loops two), and as on an AVX2-only host
+CONFIGS = {"512-float-tiling": (512, True), "512": (512, False), "256": (256, False)}
+
+
 @pytest.mark.slow
 @needs_codegen
+@pytest.mark.parametrize("config", sorted(CONFIGS))
 @pytest.mark.parametrize("dynamic", (False, True), ids=("static", "symbolic"))
-def test_masks_compiled_with_the_rewrite_equal_eager_ones(dynamic):
+def test_masks_compiled_with_the_rewrite_equal_eager_ones(dynamic, config):
     from torch._inductor.utils import run_and_get_code
-    torch._dynamo.reset()
-    options = dict(inductor.COMPILE_OPTIONS, **inductor.vector_masks_options(), **inductor.float_tiling_options())
-    f = torch.compile(_masks, dynamic=dynamic, options=options)
-    # sizes below, at and past one vector of lanes (8 and 16), with tails
+    width, tiled = CONFIGS[config]
+    if width not in _vector_widths() or (tiled and not inductor.float_tiling_options()):
+        pytest.skip(f"no {width}-bit vectors here")
+    tiling = inductor.float_tiling_options() if tiled else {"cpp.simdlen": width}
+    options = dict(inductor.COMPILE_OPTIONS, **inductor.vector_masks_options(), **tiling)
+    # sizes below, at and past one vector of lanes (8, 16 and 32), with tails
     shapes = ((1, 1), (3, 17), (2, 16), (5, 8), (7, 33), (64, 100), (4, 1000))
     codes = []
-    with inductor.float_tiling(bool(inductor.float_tiling_options())), inductor.vector_masks(True):
-        for k, (rows, cols) in enumerate(shapes if dynamic else shapes[-3:]):
-            x, y = _inputs(rows, cols, k)
-            got, code = run_and_get_code(f, x, y)
-            codes += code
-            for g, w in zip(got, _masks(x, y)):
-                assert g.dtype == w.dtype and torch.equal(g, w), (rows, cols)
-                # a stored bool is 0 or 1, nothing else
-                assert set(g.view(torch.uint8).unique().tolist()) <= {0, 1}
+    for fn in (_masks, _bf16_masks):
+        torch._dynamo.reset()
+        f = torch.compile(fn, dynamic=dynamic, options=options)
+        with inductor.float_tiling(tiled), inductor.vector_masks(True):
+            for k, (rows, cols) in enumerate(shapes if dynamic else shapes[-3:]):
+                x, y = _inputs(rows, cols, k)
+                got, code = run_and_get_code(f, x, y)
+                codes += code
+                for g, w in zip(got, fn(x, y)):
+                    assert g.dtype == w.dtype and torch.equal(g, w), (fn.__name__, rows, cols)
+                    # a stored bool is 0 or 1, nothing else
+                    assert set(g.view(torch.uint8).unique().tolist()) <= {0, 1}
     text = "\n".join(codes)
     # the rewrite ran: masks combined in int64 lanes, bool stores narrowed through int32
     assert "cast<int64_t," in text
     assert "at::vec::convert<int8_t,1,int32_t," in text
     assert "VecMask<int32_t," in text
+    if width == 256:           # AVX2's bf16-wide loops: two int32 vectors a step
+        assert "at::vec::convert<int8_t,1,int32_t,2>" in text and "VecMask<int32_t,2>" in text
 
 
 @pytest.mark.slow

@@ -132,6 +132,8 @@ def brief(message: str, head: int = 200, tail: int = 500) -> str:
 # The stores and loads are rewritten where a loop's lanes fill one or two vectors of int32 (the
 # loops of AVX-512 and AVX2), and only contiguous stores.
 
+# in Inductor's cache keys: a new tag whenever the code the rewrite writes changes, or a cached
+# kernel of the old rewrite is served
 MASKS_TAG = "numoracle-vector-masks-1"
 
 
