@@ -16,9 +16,10 @@ On a CPU whose widest vectors are 512 bits, a verdict's loops are tiled by float
 by the 16-bit width (32 lanes), so each of a verdict's hundreds of float64 values takes
 four registers and the loops spill.  (Measurements: docs/results/INDEX.md, "CPU tiling".)
 
-While a CPU verdict compiles, Inductor also writes its boolean masks as vectors
-(``vector_masks``): a verdict is full of masks (taints, range checks, settled casts), and the
-C++ Inductor writes for them by default goes through memory one element at a time where
+While a CPU verdict compiles, Inductor also writes its boolean masks and its widenings of
+bf16/fp16 values to float64 as vector code (``vector_code``): a verdict is full of masks
+(taints, range checks, settled casts) and widens every 16-bit input in each pass over it, and
+the C++ Inductor writes for them by default goes through memory one element at a time where
 torch's vector library has no direct conversion (docs/performance.md, "Masks").
 """
 
@@ -114,7 +115,7 @@ def brief(message: str, head: int = 200, tail: int = 500) -> str:
     return f"{message[:head]} ... {message[-tail:]}"
 
 
-# -- masks as vectors --------------------------------------------------------------------------
+# -- masks and widenings as vector code -------------------------------------------------------
 #
 # Inductor's C++ holds a boolean of a vectorised loop as a VecMask of the dtype it was computed
 # from (a comparison of float64 values: VecMask<double, 2> for 16 lanes).  Three things it does
@@ -125,22 +126,25 @@ def brief(message: str, head: int = 200, tail: int = 500) -> str:
 # - a bool tensor that a later loop reads is stored through Vectorized<bool> (a 64-lane blend);
 # - reading it back builds the mask from each byte.
 # In a compiled verdict these were over half of the kernel's time (perf, softmax at 64x4000,
-# docs/results/2026-12-04-cpu-vector-masks.md).  ``vector_masks`` has the masks combined in int64
+# docs/results/2026-12-04-cpu-vector-masks.md).  ``vector_code`` has the masks combined in int64
 # lanes (a reinterpretation of a double mask, a widening of a float or int32 one: vector code
 # both) and bool tensors stored and read as bytes through int32 lanes.  Only the representation
 # of a mask changes: every lane still holds all ones or all zeros, a stored bool is 0 or 1.
 # The stores and loads are rewritten where a loop's lanes fill one or two vectors of int32 (the
 # loops of AVX-512 and AVX2), and only contiguous stores.
+# A bf16 or fp16 value widened to float64 has no vector conversion either (each element goes
+# through c10's scalar bf16 -> float): it is widened to float32 first, which torch's vector
+# library does with vector code, then to float64.  Both widenings are exact.
 
 # in Inductor's cache keys: a new tag whenever the code the rewrite writes changes, or a cached
 # kernel of the old rewrite is served
-MASKS_TAG = "numoracle-vector-masks-1"
+CODE_TAG = "numoracle-vector-code-1"
 
 
 @functools.cache
-def _mask_codegen():
+def _codegen_internals():
     """(cpp module, cpp_utils module, CustomGraphPass) of this torch's Inductor, or None where
-    its internals are not the ones ``vector_masks`` rewrites, by name and signature (another
+    its internals are not the ones ``vector_code`` rewrites, by name and signature (another
     torch: Inductor's own code is kept)."""
     try:
         from torch._inductor.codegen import cpp as C
@@ -148,13 +152,16 @@ def _mask_codegen():
         from torch._inductor.custom_graph_pass import CustomGraphPass
     except ImportError:
         return None
-    used = ((C, ("may_unify_binary_op_mask_type", "IndentedBuffer", "V")), (U, ("unify_mask_base_type", "cexpr_index")),
-            (C.CppVecKernel, ("_get_store_line", "_get_vec_load_line", "_try_get_const_stride", "_get_num_vectors")))
+    used = ((C, ("may_unify_binary_op_mask_type", "IndentedBuffer", "V", "DTYPE_TO_CPP")),
+            (U, ("unify_mask_base_type", "cexpr_index")),
+            (C.CppVecKernel, ("_get_store_line", "_get_vec_load_line", "_try_get_const_stride", "_get_num_vectors",
+                              "get_to_dtype_expr")))
     if not all(hasattr(owner, name) for owner, names in used for name in names):
         return None
     expected = {C.may_unify_binary_op_mask_type: ["a", "b"],
                 C.CppVecKernel._get_store_line: ["self", "value", "var", "index", "dtype", "accu_store"],
-                C.CppVecKernel._get_vec_load_line: ["self", "var", "index", "dtype", "load_mask"]}
+                C.CppVecKernel._get_vec_load_line: ["self", "var", "index", "dtype", "load_mask"],
+                C.CppVecKernel.get_to_dtype_expr: ["self", "src", "dtype", "src_dtype", "rounding"]}
     try:
         if any(list(inspect.signature(f).parameters) != names for f, names in expected.items()):
             return None
@@ -166,24 +173,24 @@ def _mask_codegen():
 @functools.cache
 def _tag_pass():
     """A graph pass that changes nothing, whose uuid enters Inductor's cache key: kernels
-    compiled with ``vector_masks`` are not served to other compiles, nor theirs to
+    compiled with ``vector_code`` are not served to other compiles, nor theirs to
     numoracle's."""
     from torch._inductor.custom_graph_pass import CustomGraphPass
 
-    class NumoracleMasks(CustomGraphPass):
+    class NumoracleVectorCode(CustomGraphPass):
         def __call__(self, graph):
             return None
 
         def uuid(self):
-            return MASKS_TAG
+            return CODE_TAG
 
-    return NumoracleMasks()
+    return NumoracleVectorCode()
 
 
-def vector_masks_options() -> dict:
-    """The Inductor options that go with ``vector_masks`` (the cache tag), or none where this
+def vector_code_options() -> dict:
+    """The Inductor options that go with ``vector_code`` (the cache tag), or none where this
     torch's internals are not the expected ones."""
-    if _mask_codegen() is None:
+    if _codegen_internals() is None:
         return {}
     return {"post_grad_custom_post_pass": _tag_pass()}
 
@@ -205,20 +212,21 @@ def _one_int32_vector(kernel) -> bool:
     return n32 in (1, 2) and n64 == 2 * n32
 
 
-_masks_state = threading.local()      # .active: this thread is in a numoracle compile
-_masks_installed: list = []
+_code_state = threading.local()      # .active: this thread is in a numoracle compile
+_codegen_installed: list = []
 
 
-def _install_mask_codegen(C, U) -> None:
-    """Wrap Inductor's three mask code generators, once per process.  The wrappers write the
-    vector code only in a thread inside ``vector_masks(True)``, and Inductor's own elsewhere,
+def _install_codegen(C, U) -> None:
+    """Wrap Inductor's three mask code generators and its cast's, once per process.  The wrappers write the
+    vector code only in a thread inside ``vector_code(True)``, and Inductor's own elsewhere,
     so a compile of anyone else's code is untouched; a verdict whose symbolic plan traces
     again on a later call gets the same code as its first trace."""
     unify, store, load = C.may_unify_binary_op_mask_type, C.CppVecKernel._get_store_line, \
         C.CppVecKernel._get_vec_load_line
+    to_dtype = C.CppVecKernel.get_to_dtype_expr
 
     def active() -> bool:
-        return getattr(_masks_state, "active", False)
+        return getattr(_code_state, "active", False)
 
     def unify_masks(a, b):
         if active() and a.dtype == torch.bool:
@@ -251,25 +259,36 @@ def _install_mask_codegen(C, U) -> None:
                     f".template cast<float,{n32}>()")
         return load(self, var, index, dtype, load_mask)
 
+    def to_dtype_expr(self, src, dtype, src_dtype, rounding=False):
+        if (active() and not rounding and getattr(src, "is_vec", False) and dtype == torch.float64
+                and src_dtype in (torch.bfloat16, torch.float16)):
+            # through float32: both widenings exact, the first one vector code
+            nf, n16, nd = (self._get_num_vectors(t) for t in (torch.float32, src_dtype, torch.float64))
+            return (f"at::vec::convert<double,{nd},float,{nf}>("
+                    f"at::vec::convert<float,{nf},{C.DTYPE_TO_CPP[src_dtype]},{n16}>({src}))")
+        return to_dtype(self, src, dtype, src_dtype, rounding)
+
     C.may_unify_binary_op_mask_type = unify_masks
     C.CppVecKernel._get_store_line, C.CppVecKernel._get_vec_load_line = store_line, load_line
+    C.CppVecKernel.get_to_dtype_expr = to_dtype_expr
 
 
 @contextlib.contextmanager
-def vector_masks(active: bool):
+def vector_code(active: bool):
     """While a CPU verdict compiles (in this thread): Inductor's C++ combines, stores and
-    loads boolean masks with vector code (see above).  The values computed are the same."""
-    codegen = _mask_codegen() if active else None
+    loads boolean masks, and widens bf16/fp16 values to float64, with vector code (see
+    above).  The values computed are the same."""
+    codegen = _codegen_internals() if active else None
     if codegen is None:
         yield
         return
     with _tiling_lock:
-        if not _masks_installed:
-            _install_mask_codegen(*codegen[:2])
-            _masks_installed.append(True)
-    before = getattr(_masks_state, "active", False)
-    _masks_state.active = True
+        if not _codegen_installed:
+            _install_codegen(*codegen[:2])
+            _codegen_installed.append(True)
+    before = getattr(_code_state, "active", False)
+    _code_state.active = True
     try:
         yield
     finally:
-        _masks_state.active = before
+        _code_state.active = before

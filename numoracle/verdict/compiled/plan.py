@@ -25,8 +25,8 @@ from .inductor import (
     brief,
     float_tiling,
     float_tiling_options,
-    vector_masks,
-    vector_masks_options,
+    vector_code,
+    vector_code_options,
 )
 
 # a flags-only signature whose verdicts mostly need their regions (at least this many, and at
@@ -170,7 +170,7 @@ class Plan:
         options = dict(COMPILE_OPTIONS)
         if self.device == "cpu":
             options.update(float_tiling_options())
-            options.update(vector_masks_options())
+            options.update(vector_code_options())
         keep = getattr(torch.compiler, "keep_tensor_guards_unsafe", None)
         if self.symbolic:
             # every guard stays: the shape guards (a size that is a power of two, sizes equal to one
@@ -212,8 +212,8 @@ class Plan:
     def _codegen(self):
         """Around every call of a compiled function, any of which may compile (a symbolic plan
         traces again for a power-of-two size): ``_tracing``, and on the CPU Inductor's vector
-        code for masks (``inductor.vector_masks``)."""
-        with vector_masks(self.device == "cpu"), self._tracing():
+        code for masks (``inductor.vector_code``)."""
+        with vector_code(self.device == "cpu"), self._tracing():
             yield
 
     def _tracing(self):

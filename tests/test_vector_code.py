@@ -1,29 +1,31 @@
-"""Inductor's C++ for boolean masks while a CPU verdict compiles
-(numoracle.verdict.compiled.inductor.vector_masks): the same values as the eager code, vector
-code where the rewrite applies, Inductor's own code outside numoracle's compiles.
+"""Inductor's C++ for boolean masks and for widenings of bf16 to float64 while a CPU verdict
+compiles (numoracle.verdict.compiled.inductor.vector_code): the same values as the eager code,
+vector code where the rewrite applies, Inductor's own code outside numoracle's compiles.
 
 The compiling test is in the slow tier (a cold C++ compile per graph); the default tier's
 verdict parity test (tests/test_compiled.py) compiles its rms_norm verdict with the rewrite
 too."""
+import re
+
 import pytest
 import torch
 
 from numoracle.verdict.compiled import inductor
 
-needs_codegen = pytest.mark.skipif(inductor._mask_codegen() is None,
+needs_codegen = pytest.mark.skipif(inductor._codegen_internals() is None,
                                    reason="another torch's Inductor internals: its own mask code is kept")
 
 
 def test_the_rewrite_is_on_in_this_thread_only_while_numoracle_compiles():
-    state = inductor._masks_state
+    state = inductor._code_state
     assert not getattr(state, "active", False)
-    with inductor.vector_masks(False):
+    with inductor.vector_code(False):
         assert not getattr(state, "active", False)
-    if inductor._mask_codegen() is None:
+    if inductor._codegen_internals() is None:
         return
-    with inductor.vector_masks(True):
+    with inductor.vector_code(True):
         assert state.active
-        with inductor.vector_masks(True):
+        with inductor.vector_code(True):
             assert state.active
         assert state.active                    # a nested exit keeps the outer one
         seen = []
@@ -33,7 +35,7 @@ def test_the_rewrite_is_on_in_this_thread_only_while_numoracle_compiles():
         t.join()
         assert seen == [False]                 # another thread's compiles are Inductor's own
     assert not state.active
-    with pytest.raises(RuntimeError, match="boom"), inductor.vector_masks(True):
+    with pytest.raises(RuntimeError, match="boom"), inductor.vector_code(True):
         raise RuntimeError("boom")
     assert not state.active
 
@@ -42,8 +44,8 @@ def test_the_rewrite_is_on_in_this_thread_only_while_numoracle_compiles():
 def test_numoracles_kernels_have_a_cache_key_of_their_own():
     """The tag pass changes no graph and names the rewrite in Inductor's cache key, so a kernel
     compiled without it is never served to a verdict (nor the reverse)."""
-    (tag,) = inductor.vector_masks_options().values()
-    assert tag.uuid() == inductor.MASKS_TAG
+    (tag,) = inductor.vector_code_options().values()
+    assert tag.uuid() == inductor.CODE_TAG
     g = torch.fx.Graph()
     x = g.placeholder("x")
     g.output(x)
@@ -60,15 +62,15 @@ def test_another_torchs_internals_keep_inductors_own_code(monkeypatch):
     def store_line(self, value, var, index, dtype, accu_store=False, extra=None):
         raise AssertionError("not called")
     monkeypatch.setattr(C.CppVecKernel, "_get_store_line", store_line)
-    inductor._mask_codegen.cache_clear()
+    inductor._codegen_internals.cache_clear()
     try:
-        assert inductor._mask_codegen() is None and inductor.vector_masks_options() == {}
-        with inductor.vector_masks(True):
-            assert not getattr(inductor._masks_state, "active", False)
+        assert inductor._codegen_internals() is None and inductor.vector_code_options() == {}
+        with inductor.vector_code(True):
+            assert not getattr(inductor._code_state, "active", False)
     finally:
         monkeypatch.undo()
-        inductor._mask_codegen.cache_clear()
-    assert inductor._mask_codegen() is not None
+        inductor._codegen_internals.cache_clear()
+    assert inductor._codegen_internals() is not None
 
 
 def _masks(x, y):
@@ -82,7 +84,7 @@ def _masks(x, y):
     t = torch.where(c, x, -x).sum(dim=-1, keepdim=True)
     k = c & (x * t > 0) | (a & ~row)
     flags = torch.stack([m.any(), k.all(), (k != c).any()])
-    return k, c, torch.where(row, m, k), (k & a).all(dim=-1), flags
+    return k, c, torch.where(row, m, k), (k & a).all(dim=-1), flags, y.to(torch.float64) * x
 
 
 def _bf16_masks(x, y):
@@ -92,7 +94,7 @@ def _bf16_masks(x, y):
     a = (yd > 0.5) & (yd < 0.9)
     row = a.any(dim=-1, keepdim=True)
     s = torch.where(a, yd, -yd).sum(dim=-1, keepdim=True)
-    return (a ^ row) & (yd * s > 0), a
+    return (a ^ row) & (yd * s > 0), a, yd * s
 
 
 def _inputs(rows, cols, seed):
@@ -107,7 +109,7 @@ def _vector_widths() -> list:
     try:
         from torch._inductor import cpu_vec_isa
         return sorted({isa.bit_width() for isa in cpu_vec_isa.valid_vec_isa_list()})
-    except Exception:              # another torch's internals
+    except (ImportError, AttributeError):     # another torch's internals
         return []
 
 
@@ -126,27 +128,29 @@ def test_masks_compiled_with_the_rewrite_equal_eager_ones(dynamic, config):
     if width not in _vector_widths() or (tiled and not inductor.float_tiling_options()):
         pytest.skip(f"no {width}-bit vectors here")
     tiling = inductor.float_tiling_options() if tiled else {"cpp.simdlen": width}
-    options = dict(inductor.COMPILE_OPTIONS, **inductor.vector_masks_options(), **tiling)
+    options = dict(inductor.COMPILE_OPTIONS, **inductor.vector_code_options(), **tiling)
     # sizes below, at and past one vector of lanes (8, 16 and 32), with tails
     shapes = ((1, 1), (3, 17), (2, 16), (5, 8), (7, 33), (64, 100), (4, 1000))
     codes = []
     for fn in (_masks, _bf16_masks):
         torch._dynamo.reset()
         f = torch.compile(fn, dynamic=dynamic, options=options)
-        with inductor.float_tiling(tiled), inductor.vector_masks(True):
+        with inductor.float_tiling(tiled), inductor.vector_code(True):
             for k, (rows, cols) in enumerate(shapes if dynamic else shapes[-3:]):
                 x, y = _inputs(rows, cols, k)
                 got, code = run_and_get_code(f, x, y)
                 codes += code
                 for g, w in zip(got, fn(x, y)):
                     assert g.dtype == w.dtype and torch.equal(g, w), (fn.__name__, rows, cols)
-                    # a stored bool is 0 or 1, nothing else
-                    assert set(g.view(torch.uint8).unique().tolist()) <= {0, 1}
+                    if g.dtype == torch.bool:       # a stored bool is 0 or 1, nothing else
+                        assert set(g.view(torch.uint8).unique().tolist()) <= {0, 1}
     text = "\n".join(codes)
     # the rewrite ran: masks combined in int64 lanes, bool stores narrowed through int32
     assert "cast<int64_t," in text
     assert "at::vec::convert<int8_t,1,int32_t," in text
     assert "VecMask<int32_t," in text
+    # bf16 widened to float64 through float32
+    assert re.search(r"convert<double,\d,float,\d>\(at::vec::convert<float,\d,at::BFloat16,\d>", text)
     if width == 256:           # AVX2's bf16-wide loops: two int32 vectors a step
         assert "at::vec::convert<int8_t,1,int32_t,2>" in text and "VecMask<int32_t,2>" in text
 
@@ -155,7 +159,7 @@ def test_masks_compiled_with_the_rewrite_equal_eager_ones(dynamic, config):
 @needs_codegen
 def test_compiles_outside_numoracles_keep_inductors_own_mask_code():
     from torch._inductor.utils import run_and_get_code
-    with inductor.vector_masks(True):
+    with inductor.vector_code(True):
         pass                                   # installed, and off again
     torch._dynamo.reset()
     f = torch.compile(_masks, dynamic=False, options=dict(inductor.COMPILE_OPTIONS))
@@ -164,3 +168,4 @@ def test_compiles_outside_numoracles_keep_inductors_own_mask_code():
     for g, w in zip(got, _masks(x, y)):
         assert torch.equal(g, w)
     assert "at::vec::convert<int8_t,1,int32_t," not in "\n".join(code)
+    assert not re.search(r"convert<double,\d,float,\d>\(at::vec::convert<float", "\n".join(code))
