@@ -212,7 +212,7 @@ class Plan:
     def _codegen(self):
         """Around every call of a compiled function, any of which may compile (a symbolic plan
         traces again for a power-of-two size): ``_tracing``, and on the CPU Inductor's vector
-        code for masks (``inductor.vector_code``)."""
+        code for masks and widenings (``inductor.vector_code``)."""
         with vector_code(self.device == "cpu"), self._tracing():
             yield
 
