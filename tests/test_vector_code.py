@@ -6,6 +6,7 @@ The compiling test is in the slow tier (a cold C++ compile per graph); the defau
 verdict parity test (tests/test_compiled.py) compiles its rms_norm verdict with the rewrite
 too."""
 import re
+import threading
 
 import pytest
 import torch
@@ -29,7 +30,6 @@ def test_the_rewrite_is_on_in_this_thread_only_while_numoracle_compiles():
             assert state.active
         assert state.active                    # a nested exit keeps the outer one
         seen = []
-        import threading
         t = threading.Thread(target=lambda: seen.append(getattr(state, "active", False)))
         t.start()
         t.join()

@@ -205,7 +205,7 @@ def _int32_type(n: int) -> str:
     return "at::vec::Vectorized<int32_t>" if n == 1 else f"at::vec::VectorizedN<int32_t,{n}>"
 
 
-def _one_int32_vector(kernel) -> bool:
+def _fits_int32_vectors(kernel) -> bool:
     """Whether the loop's lanes fill one or two vectors of int32 (twice as many of int64): the
     16- and 32-lane loops of AVX-512, the 8- and 16-lane loops of AVX2."""
     n32, n64 = _int_vectors(kernel)
@@ -217,8 +217,9 @@ _codegen_installed: list = []
 
 
 def _install_codegen(C, U) -> None:
-    """Wrap Inductor's three mask code generators and its cast's, once per process.  The wrappers write the
-    vector code only in a thread inside ``vector_code(True)``, and Inductor's own elsewhere,
+    """Wrap Inductor's three mask code generators and its cast's, once per process.  The
+    wrappers write the vector code only in a thread inside ``vector_code(True)``, and
+    Inductor's own elsewhere,
     so a compile of anyone else's code is untouched; a verdict whose symbolic plan traces
     again on a later call gets the same code as its first trace."""
     unify, store, load = C.may_unify_binary_op_mask_type, C.CppVecKernel._get_store_line, \
@@ -235,7 +236,7 @@ def _install_codegen(C, U) -> None:
 
     def store_line(self, value, var, index, dtype, accu_store=False):
         if (active() and dtype == torch.bool and not accu_store and not isinstance(value, str)
-                and _one_int32_vector(self)
+                and _fits_int32_vectors(self)
                 and self._try_get_const_stride(index, self.itervars[self.tiling_idx]) == 1):
             # all-ones lanes -> 1, zero lanes -> 0, narrowed to bytes
             n32, n64 = _int_vectors(self)
@@ -250,7 +251,7 @@ def _install_codegen(C, U) -> None:
 
     def load_line(self, var, index, dtype, load_mask=None):
         # (Inductor's own bool load ignores load_mask too)
-        if active() and dtype == torch.bool and _one_int32_vector(self):
+        if active() and dtype == torch.bool and _fits_int32_vectors(self):
             n32, _ = _int_vectors(self)
             buf = f"{var} + {U.cexpr_index(index)}" if index != 0 else var
             return (f"at::vec::VecMask<int32_t,{n32}>(at::vec::convert<int32_t,{n32},uint8_t,1>("
