@@ -353,6 +353,17 @@ def test_fingerprints_change_with_any_one_value_or_a_swap():
             assert int(holding.fingerprint(u.view(dtype))) != want, dtype
 
 
+def test_a_bf16_cpu_fingerprint_reads_every_bit_pattern_as_its_int16_view():
+    """bf16 CPU tensors are read through float32's bits (vector code in Inductor's C++): every
+    one of the 65,536 patterns, NaNs and both zeros included, gives its own int16 bits, so
+    the fingerprint is the one of the int16 view, eager and traced."""
+    patterns = torch.arange(-2 ** 15, 2 ** 15, dtype=torch.int32).to(torch.int16)
+    t = patterns.view(torch.bfloat16).reshape(256, 256)
+    assert torch.equal(holding._bits(t), patterns.to(torch.int64).reshape(256, 256))
+    rows = holding._weighed(patterns.to(torch.int64).reshape(256, 256)).reshape(-1)
+    assert int(holding.fingerprint(t)) == int(holding._weighed(holding._fold16(rows)))
+
+
 def test_fingerprints_of_long_axes_change_with_any_one_value(monkeypatch):
     """Past ``_LINEAR_UP_TO`` positions an axis weighs them by a cycle: a change of any one
     value, of a 16-bit and of a folded 32-bit tensor, still changes the fingerprint."""
@@ -376,6 +387,14 @@ def test_the_traced_fingerprint_equals_the_eager_one():
     for shape in ((50,), (60, 4000), (63, 4093), (64, 17)):
         for t in (torch.randn(shape).to(torch.bfloat16), torch.randn(shape), torch.randn(shape, dtype=torch.float64)):
             assert int(traced(t)) == int(holding.fingerprint(t)), (shape, t.dtype)
+    # every bf16 bit pattern, NaNs included, as numoracle compiles (vector code, float tiling)
+    t = torch.arange(-2 ** 15, 2 ** 15, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).reshape(256, 256)
+    torch._dynamo.reset()
+    options = dict(inductor.COMPILE_OPTIONS, **inductor.vector_code_options(), **inductor.float_tiling_options())
+    compiled = torch.compile(holding.fingerprint, fullgraph=True, options=options)
+    with inductor.float_tiling(bool(inductor.float_tiling_options())), inductor.vector_code(True):
+        assert int(compiled(t)) == int(holding.fingerprint(t))
+        assert int(compiled(t.flip(0))) == int(holding.fingerprint(t.flip(0))) != int(holding.fingerprint(t))
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import threading
 import pytest
 import torch
 
-from numoracle.verdict.compiled import inductor
+from numoracle.verdict.compiled import holding, inductor
 
 needs_codegen = pytest.mark.skipif(inductor._codegen_internals() is None,
                                    reason="another torch's Inductor internals: its own mask code is kept")
@@ -97,6 +97,20 @@ def _bf16_masks(x, y):
     return (a ^ row) & (yd * s > 0), a, yd * s
 
 
+def _bits_and_positions(x, y):
+    """Bit views between float32 and int32 and between float64 and int64, both ways, values
+    weighed by their position along the last axis (an index expression, int64 and int32),
+    and the fingerprint of a bf16 tensor (through float32's bits)."""
+    b32 = y.float().view(torch.int32)
+    b64 = x.view(torch.int64)
+    i = torch.arange(x.shape[-1], device=x.device)
+    i32 = torch.arange(x.shape[-1], device=x.device, dtype=torch.int32)
+    weighed = ((b32 >> 16).to(torch.int64) * (i + 1)).sum(-1)
+    low = ((b64 & 0xFFFF) * (i + 3)).sum(-1) + ((b32 & 0xFF) * (i32 + 1)).sum(-1)
+    back = (b32 ^ 1).view(torch.float32).to(torch.float64) + (b64 | 1).view(torch.float64)
+    return weighed, low, back, holding.fingerprint(y)
+
+
 def _inputs(rows, cols, seed):
     g = torch.Generator().manual_seed(seed)
     x = torch.rand(rows, cols, generator=g, dtype=torch.float64)
@@ -132,7 +146,7 @@ def test_masks_compiled_with_the_rewrite_equal_eager_ones(dynamic, config):
     # sizes below, at and past one vector of lanes (8, 16 and 32), with tails
     shapes = ((1, 1), (3, 17), (2, 16), (5, 8), (7, 33), (64, 100), (4, 1000))
     codes = []
-    for fn in (_masks, _bf16_masks):
+    for fn in (_masks, _bf16_masks, _bits_and_positions):
         torch._dynamo.reset()
         f = torch.compile(fn, dynamic=dynamic, options=options)
         with inductor.float_tiling(tiled), inductor.vector_code(True):
@@ -151,6 +165,12 @@ def test_masks_compiled_with_the_rewrite_equal_eager_ones(dynamic, config):
     assert "VecMask<int32_t," in text
     # bf16 widened to float64 through float32
     assert re.search(r"convert<double,\d,float,\d>\(at::vec::convert<float,\d,at::BFloat16,\d>", text)
+    # bit views of whole vectors, positions as a broadcast plus a constant vector
+    assert "at::vec::cast<int32_t>(" in text and "at::vec::cast<double>(" in text
+    assert re.search(r"\(at::vec::VectorizedN<int64_t,\d>\(\w+\) \+ at::vec::VectorizedN<int64_t,\d>::arange\(0, 1\)\)",
+                     text)
+    assert "= c10::bit_cast<" not in re.sub(r"auto tmp\d+ = c10::bit_cast<", "", text)   # scalar loops keep theirs
+    assert not re.search(r"::arange\(tmp\d+, 1\)", text)
     if width == 256:           # AVX2's bf16-wide loops: two int32 vectors a step
         assert "at::vec::convert<int8_t,1,int32_t,2>" in text and "VecMask<int32_t,2>" in text
 

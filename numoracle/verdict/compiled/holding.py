@@ -47,12 +47,22 @@ def _weighed(v: torch.Tensor) -> torch.Tensor:
     return (v * weight).sum(-1)
 
 
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """t's elements' bits as int64 values.  A bf16 CPU tensor's go through float32, whose bits
+    are a bf16's followed by 16 zeros (a shift, in eager and compiled code alike): Inductor's
+    CPU code vectorises float32 and int32 but not int16, and a scalar fingerprint made the row
+    loops it was fused into scalar (docs/performance.md, "Fingerprints")."""
+    if t.dtype == torch.bfloat16 and t.device.type == "cpu":
+        return (t.float().view(torch.int32) >> 16).to(torch.int64)
+    return as_bits(t).to(torch.int64)
+
+
 def fingerprint(t: torch.Tensor) -> torch.Tensor:
     """An int64 that a change of t's bits almost surely changes: each element's bit pattern
     (folded to 16 bits where wider) times a weight that grows with its position (so that
     moved values count too), summed along the last axis first, where a verdict's row loops
     read t; then the rows' sums, folded, weighed by row."""
-    bits = as_bits(t).to(torch.int64)
+    bits = _bits(t)
     if t.element_size() > 2:
         bits = _fold16(bits)
     if bits.dim() == 0:

@@ -135,10 +135,15 @@ def brief(message: str, head: int = 200, tail: int = 500) -> str:
 # A bf16 or fp16 value widened to float64 has no vector conversion either (each element goes
 # through c10's scalar bf16 -> float): it is widened to float32 first, which torch's vector
 # library does with vector code, then to float64.  Both widenings are exact.
+# Two more go element by element: a bit view between float32 and int32 (or float64 and int64),
+# stored and copied one value at a time, and a position along the loop (an index expression),
+# whose vector at::vec's arange sets lane by lane in every step; the fingerprint of a held bf16
+# tensor needs both (holding._bits).  The rewrite views whole vectors, and writes a position as
+# its broadcast plus a constant vector: the same integers.
 
 # in Inductor's cache keys: a new tag whenever the code the rewrite writes changes, or a cached
 # kernel of the old rewrite is served
-CODE_TAG = "numoracle-vector-code-1"
+CODE_TAG = "numoracle-vector-code-2"
 
 
 @functools.cache
@@ -155,13 +160,17 @@ def _codegen_internals():
     used = ((C, ("may_unify_binary_op_mask_type", "IndentedBuffer", "V", "DTYPE_TO_CPP")),
             (U, ("unify_mask_base_type", "cexpr_index")),
             (C.CppVecKernel, ("_get_store_line", "_get_vec_load_line", "_try_get_const_stride", "_get_num_vectors",
-                              "get_to_dtype_expr")))
-    if not all(hasattr(owner, name) for owner, names in used for name in names):
+                              "get_to_dtype_expr", "arange", "_get_vec_type")),
+            (C.CppOverrides, ("to_dtype_bitcast",)))
+    if not all(hasattr(owner, name) for owner, names in used for name in names) \
+            or not isinstance(vars(C.CppVecOverrides).get("to_dtype_bitcast"), staticmethod):
         return None
     expected = {C.may_unify_binary_op_mask_type: ["a", "b"],
                 C.CppVecKernel._get_store_line: ["self", "value", "var", "index", "dtype", "accu_store"],
                 C.CppVecKernel._get_vec_load_line: ["self", "var", "index", "dtype", "load_mask"],
-                C.CppVecKernel.get_to_dtype_expr: ["self", "src", "dtype", "src_dtype", "rounding"]}
+                C.CppVecKernel.get_to_dtype_expr: ["self", "src", "dtype", "src_dtype", "rounding"],
+                C.CppVecKernel.arange: ["self", "index", "stride"],
+                C.CppOverrides.to_dtype_bitcast: ["x", "dtype", "src_dtype"]}
     try:
         if any(list(inspect.signature(f).parameters) != names for f, names in expected.items()):
             return None
@@ -217,14 +226,16 @@ _codegen_installed: list = []
 
 
 def _install_codegen(C, U) -> None:
-    """Wrap Inductor's three mask code generators and its cast's, once per process.  The
-    wrappers write the vector code only in a thread inside ``vector_code(True)``, and
-    Inductor's own elsewhere,
-    so a compile of anyone else's code is untouched; a verdict whose symbolic plan traces
-    again on a later call gets the same code as its first trace."""
+    """Wrap Inductor's three mask code generators, its cast's, its bit view's and its
+    position's, once per process.  The wrappers write the vector code only in a thread inside
+    ``vector_code(True)``, and Inductor's own elsewhere, so a compile of anyone else's code is
+    untouched; a verdict whose symbolic plan traces again on a later call gets the same code
+    as its first trace."""
     unify, store, load = C.may_unify_binary_op_mask_type, C.CppVecKernel._get_store_line, \
         C.CppVecKernel._get_vec_load_line
     to_dtype = C.CppVecKernel.get_to_dtype_expr
+    arange_ = C.CppVecKernel.arange
+    bitcast = C.CppVecOverrides.__dict__["to_dtype_bitcast"].__func__
 
     def active() -> bool:
         return getattr(_code_state, "active", False)
@@ -269,16 +280,42 @@ def _install_codegen(C, U) -> None:
                     f"at::vec::convert<float,{nf},{C.DTYPE_TO_CPP[src_dtype]},{n16}>({src}))")
         return to_dtype(self, src, dtype, src_dtype, rounding)
 
+    def arange(self, index, stride):
+        if active() and index.dtype in (torch.int64, torch.int32) and getattr(stride, "is_integer", False) \
+                and stride.is_number:
+            # a broadcast plus a constant vector (at::vec's arange sets each lane from a scalar,
+            # an insert per lane in every iteration); integers: the same values
+            vec = self._get_vec_type(index.dtype)
+            csevar = self.cse.generate(self.compute, f"({vec}({index}) + {vec}::arange(0, {stride}))")
+            csevar.dtype, csevar.is_vec = index.dtype, True
+            return csevar
+        return arange_(self, index, stride)
+
+    def to_dtype_bitcast(x, dtype, src_dtype):
+        same = {torch.float32: torch.int32, torch.int32: torch.float32,
+                torch.float64: torch.int64, torch.int64: torch.float64}
+        if active() and getattr(x, "is_vec", False) and same.get(src_dtype) == dtype:
+            # a reinterpretation of each vector (Inductor's own goes element by element)
+            n, cdt = C.V.kernel._get_num_vectors(dtype), C.DTYPE_TO_CPP[dtype]
+            if n == 1:
+                return f"at::vec::cast<{cdt}>({x})"
+            return (f"[&]() {{ at::vec::VectorizedN<{cdt},{n}> r; for (int i = 0; i < {n}; i++) "
+                    f"r[i] = at::vec::cast<{cdt}>({x}[i]); return r; }}()")
+        return bitcast(x, dtype, src_dtype)
+
     C.may_unify_binary_op_mask_type = unify_masks
     C.CppVecKernel._get_store_line, C.CppVecKernel._get_vec_load_line = store_line, load_line
     C.CppVecKernel.get_to_dtype_expr = to_dtype_expr
+    C.CppVecKernel.arange = arange
+    C.CppVecOverrides.to_dtype_bitcast = staticmethod(to_dtype_bitcast)
 
 
 @contextlib.contextmanager
 def vector_code(active: bool):
     """While a CPU verdict compiles (in this thread): Inductor's C++ combines, stores and
-    loads boolean masks, and widens bf16/fp16 values to float64, with vector code (see
-    above).  The values computed are the same."""
+    loads boolean masks, widens bf16/fp16 values to float64, views float bits as integers
+    and writes positions along the loop with vector code (see above).  The values computed
+    are the same."""
     codegen = _codegen_internals() if active else None
     if codegen is None:
         yield
