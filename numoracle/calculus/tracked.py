@@ -964,9 +964,15 @@ def _exact_fn(x: Tracked, name: str) -> Tracked:
         g = f.deriv(x.c) if f.deriv_value is None else f.deriv_value(x.c, c)
     fm = FM.scale(x.form, g)
     if ctx.any((R > 0)):
-        rem = torch.where(R > 0, 0.5 * f.curvature(lo, hi) * R * R, torch.zeros_like(R))
+        # lo and hi move outward past their float64 rounding (c -+ R is rounded once: 2^-52 of
+        # it is more than that ulp), so that sup |f''| and the image are taken over an interval
+        # that holds the real enclosure; the image's f(whi) or f(wlo) is then the same
+        # expression as the curvature's, evaluated once (softmax's exp: two calls, not three)
+        wlo = lo - lo.abs() * 2.0 ** -52
+        whi = hi + hi.abs() * 2.0 ** -52
+        rem = torch.where(R > 0, 0.5 * f.curvature(wlo, whi) * R * R, torch.zeros_like(R))
         if f.image is not None:
-            fm, rem = _image_cap(ctx, fm, rem, f, lo, hi, x.c, c, g.abs() * R)
+            fm, rem = _image_cap(ctx, fm, rem, f, wlo, whi, x.c, c, g.abs() * R)
         fm = FM.add_det(fm, f"{label} (second order)", rem, ctx.condensed)
     if ctx.profile.ftz and name in _FTZ_FLUSH_ABS:
         meets = (lo < F.fp32.min_normal) & (hi > -F.fp32.min_normal) & ((lo != 0) | (hi != 0))
@@ -982,17 +988,15 @@ def _exact_fn(x: Tracked, name: str) -> Tracked:
     return out
 
 
-def _image_cap(ctx: Context, fm: FM.Form, rem: Tensor, f, lo: Tensor, hi: Tensor, x_c: Tensor, c: Tensor, lin: Tensor):
+def _image_cap(ctx: Context, fm: FM.Form, rem: Tensor, f, wlo: Tensor, whi: Tensor, x_c: Tensor, c: Tensor,
+               lin: Tensor):
     """Cap f's first- and second-order terms by what f can reach over the enclosure
-    (docs/design.md §4.1).  With D = sup |f(x~) - f(c)| over [lo, hi] (``f.image``):
-    the remainder r = f(x~) - f(c) - g e obeys |r| <= D + |g e| <= D + |g| R, a bound
-    that holds with the linear form kept; and where D < |g| R even the first-order
-    term says more than f can do, so the element's whole error is the deterministic D
-    (its symbols dropped: the bound is on f's value, whatever they are).  lo and hi
-    move outward past their float64 rounding (c -+ R is rounded once: 2^-52 of it is
-    more than that ulp) so the endpoints enclose the real interval."""
-    wlo = lo - lo.abs() * 2.0 ** -52
-    whi = hi + hi.abs() * 2.0 ** -52
+    (docs/design.md §4.1).  With D = sup |f(x~) - f(c)| over [wlo, whi] (``f.image``;
+    the enclosure widened past its float64 rounding, so that it holds the real
+    interval): the remainder r = f(x~) - f(c) - g e obeys |r| <= D + |g e| <= D + |g| R,
+    a bound that holds with the linear form kept; and where D < |g| R even the
+    first-order term says more than f can do, so the element's whole error is the
+    deterministic D (its symbols dropped: the bound is on f's value, whatever they are)."""
     with torch.no_grad():
         D = f.image(wlo, whi, x_c, c)
     # comparisons with NaN (an enclosure outside the domain) are false: the bound is kept
