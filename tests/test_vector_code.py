@@ -111,6 +111,16 @@ def _bits_and_positions(x, y):
     return weighed, low, back, holding.fingerprint(y)
 
 
+def _reductions(x, y):
+    """Row maxima and minima of float64 values with NaNs and infinities among them, and
+    integer row sums: the ends of reductions the rewrite takes in halves."""
+    xn = torch.where(x > 0.97, float("nan"), x)
+    xi = torch.where(x < 0.02, -float("inf"), x) - y.to(torch.float64)
+    b = y.float().view(torch.int32).to(torch.int64) * 3 - (x * 1000).to(torch.int64)
+    return (xn.amax(-1), xi.amax(-1), xn.amin(-1), xi.amin(-1), b.sum(-1), (b * b).sum(-1),
+            torch.maximum(xi.amax(-1, keepdim=True), xn).amax(-1))
+
+
 def _inputs(rows, cols, seed):
     g = torch.Generator().manual_seed(seed)
     x = torch.rand(rows, cols, generator=g, dtype=torch.float64)
@@ -146,7 +156,7 @@ def test_masks_compiled_with_the_rewrite_equal_eager_ones(dynamic, config):
     # sizes below, at and past one vector of lanes (8, 16 and 32), with tails
     shapes = ((1, 1), (3, 17), (2, 16), (5, 8), (7, 33), (64, 100), (4, 1000))
     codes = []
-    for fn in (_masks, _bf16_masks, _bits_and_positions):
+    for fn in (_masks, _bf16_masks, _bits_and_positions, _reductions):
         torch._dynamo.reset()
         f = torch.compile(fn, dynamic=dynamic, options=options)
         with inductor.float_tiling(tiled), inductor.vector_code(True):
@@ -155,7 +165,8 @@ def test_masks_compiled_with_the_rewrite_equal_eager_ones(dynamic, config):
                 got, code = run_and_get_code(f, x, y)
                 codes += code
                 for g, w in zip(got, fn(x, y)):
-                    assert g.dtype == w.dtype and torch.equal(g, w), (fn.__name__, rows, cols)
+                    assert g.dtype == w.dtype and torch.equal(g.isnan(), w.isnan()), (fn.__name__, rows, cols)
+                    assert torch.equal(g[~g.isnan()], w[~w.isnan()]), (fn.__name__, rows, cols)
                     if g.dtype == torch.bool:       # a stored bool is 0 or 1, nothing else
                         assert set(g.view(torch.uint8).unique().tolist()) <= {0, 1}
     text = "\n".join(codes)
@@ -171,6 +182,11 @@ def test_masks_compiled_with_the_rewrite_equal_eager_ones(dynamic, config):
                      text)
     assert "= c10::bit_cast<" not in re.sub(r"auto tmp\d+ = c10::bit_cast<", "", text)   # scalar loops keep theirs
     assert not re.search(r"::arange\(tmp\d+, 1\)", text)
+    # the ends of float64 maxima and minima and of int64 sums, in halves
+    assert "a[i] = max_propagate_nan(a[i], a[i + w])" in text and "a[i] = min_propagate_nan(a[i], a[i + w])" in text
+    assert "__at_align__ int64_t a[n]" in text
+    assert not re.search(r"vec_reduce_all<double, \d>\([^)]*\) \{ return at::vec::(maximum|minimum)", text)
+    assert not re.search(r"vec_reduce_all<int64_t, \d>\([^)]*\) \{ return x \+ y", text)
     if width == 256:           # AVX2's bf16-wide loops: two int32 vectors a step
         assert "at::vec::convert<int8_t,1,int32_t,2>" in text and "VecMask<int32_t,2>" in text
 
