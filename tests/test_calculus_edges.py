@@ -261,3 +261,46 @@ def test_bool_reductions_by_count_equal_any_and_all(shape):
             assert torch.equal(~_any_by_count(~m, dim, keepdim), m.all(**kw))
             assert torch.equal(any_of(m, dim, keepdim), m.any(**kw))
             assert torch.equal(all_of(m, dim, keepdim), m.all(**kw))
+
+
+# -- a math call whose error is at least two fp32 ulps never lands on one fp32 value ---------
+
+def _library_result(c: float, r: float, ulps: float):
+    """A math call's enclosure as ``tracked._library_error`` builds it: centre c, the
+    argument's propagated radius r, and the library's ``ulps`` ulps of |c| + r."""
+    from numoracle.calculus import form as FM
+    from numoracle.calculus import tracked as TR
+    from numoracle.mathlib import load
+    ctx = TR.Context(profile=load("interpreter"))
+    cc = torch.tensor([c], dtype=torch.float64)
+    rr = torch.tensor([r], dtype=torch.float64)
+    err = ulps * TR.ulp_bound_fp32(cc.abs() + rr)
+    f = FM.add_det(FM.add_det(FM.Form(), "argument", rr, True), "library", err, True)
+    return TR, TR.Tracked(cc, fp32, f, ctx)
+
+
+def _near_binade_ends():
+    from hypothesis import strategies as st
+    edge = st.builds(lambda k, s, d: s * 2.0 ** k * (1 - d), st.integers(-149, 127), st.sampled_from([1.0, -1.0]),
+                     st.sampled_from([0.0, 2.0 ** -24, 2.0 ** -23, 3 * 2.0 ** -25, 2.0 ** -30]))
+    return st.one_of(edge, st.floats(-3e38, 3e38), st.floats(-1e-30, 1e-30))
+
+
+def test_a_call_with_two_ulps_of_error_or_more_is_never_one_fp32_value():
+    """``tracked._library_error`` skips ``_on_fp32_grid`` for a call whose profile error is at
+    least 2 ulps (no bound ``below``, not a scaling): its enclosure always holds two fp32
+    values, so the check could never fire.  Drawn centres at and next to every binade's ends,
+    radii from 0 to far past the centre; and with 0.6 ulps the check does fire."""
+    from hypothesis import given, settings as hsettings, strategies as st
+
+    radii = st.one_of(st.just(0.0), st.floats(0, 1e-30), st.floats(0, 1.0), st.floats(0, 1e30))
+
+    @hsettings(max_examples=3000, deadline=None, derandomize=True)
+    @given(c=_near_binade_ends(), r=radii, ulps=st.one_of(st.just(2.0), st.floats(2.0, 80.0), st.floats(2.0, 1e9)))
+    def never_one_value(c, r, ulps):
+        TR, t = _library_result(c, r, ulps)
+        assert TR._on_fp32_grid(t) is t, (c, r, ulps)
+
+    never_one_value()
+    TR, t = _library_result(1.5, 0.0, 0.6)
+    assert TR._on_fp32_grid(t) is not t            # a 0.6-ulp call at 1.5 is 1.5 exactly

@@ -1040,7 +1040,17 @@ def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | Non
         under = tiny * (F.fp32.min_normal if ctx.profile.ftz else F.fp32.min_subnormal / 2)
         err = torch.where(scaled, under, err)
     fm = FM.add_det(t.form, label, err, ctx.condensed)
-    return _on_fp32_grid(Tracked(t.c, F.fp32, fm, ctx, taint=taint))
+    out = Tracked(t.c, F.fp32, fm, ctx, taint=taint)
+    if below is None and scaled is None and model.a >= 2:
+        # never a single fp32 value, so _on_fp32_grid would return it as it is: the enclosure is
+        # at least 2 a S wide (S = ulp_bound_fp32(mag), at least the fp32 spacing of the binade
+        # [2^e, 2^(e+1)) of mag = |c| + R), and an interval at least twice as wide as every gap in
+        # it holds two fp32 values.  Its largest magnitude is mag + ulps S: below 2^(e+2) while
+        # ulps S < 2^e, where the gaps are at most 2 S <= a S; past that, gaps are at most
+        # 2^-23 (mag + ulps S), far below ulps S.  (A function bounded by ``below`` counts S
+        # under the bound, and can saturate: checked.  docs/design.md §4.1.)
+        return out
+    return _on_fp32_grid(out)
 
 
 def _fp32_below(v: float) -> float:
