@@ -1041,7 +1041,11 @@ def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | Non
         err = torch.where(scaled, under, err)
     fm = FM.add_det(t.form, label, err, ctx.condensed)
     out = Tracked(t.c, F.fp32, fm, ctx, taint=taint)
-    if below is None and scaled is None and model.a >= 2:
+    # (a value per row, last axis 1, keeps the check: it costs nothing there, and without its
+    # select Inductor inlined layer_norm's row rsqrt into the per-element loops and split them,
+    # 14.5 -> 18.3 ms at 10^6: docs/results/2026-12-05-cpu-vector-reductions.md)
+    per_row = t.c.dim() > 0 and t.c.shape[-1] == 1
+    if below is None and scaled is None and model.a >= 2 and not per_row:
         # never a single fp32 value, so _on_fp32_grid would return it as it is: the enclosure is
         # at least 2 a S wide (S = ulp_bound_fp32(mag), at least the fp32 spacing of the binade
         # [2^e, 2^(e+1)) of mag = |c| + R), and an interval at least twice as wide as every gap in
