@@ -51,7 +51,8 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     """t's elements' bits as int64 values.  A bf16 CPU tensor's go through float32, whose bits
     are a bf16's followed by 16 zeros (a shift, in eager and compiled code alike): Inductor's
     CPU code vectorises float32 and int32 but not int16, and a scalar fingerprint made the row
-    loops it was fused into scalar (docs/performance.md, "Fingerprints")."""
+    loops it was fused into scalar (docs/performance.md, "Fingerprints, bit views, positions and
+    row ends")."""
     if t.dtype == torch.bfloat16 and t.device.type == "cpu":
         return (t.float().view(torch.int32) >> 16).to(torch.int64)
     return as_bits(t).to(torch.int64)

@@ -250,10 +250,10 @@ _codegen_installed: list = []
 
 def _install_codegen(C, U) -> None:
     """Wrap Inductor's three mask code generators, its cast's, its bit view's, its
-    position's and its reduction's, once per process.  The wrappers write the vector code only in a thread inside
-    ``vector_code(True)``, and Inductor's own elsewhere, so a compile of anyone else's code is
-    untouched; a verdict whose symbolic plan traces again on a later call gets the same code
-    as its first trace."""
+    position's and its reduction's, once per process.  The wrappers write the vector code
+    only in a thread inside ``vector_code(True)``, and Inductor's own elsewhere, so a compile
+    of anyone else's code is untouched; a verdict whose symbolic plan traces again on a later
+    call gets the same code as its first trace."""
     unify, store, load = C.may_unify_binary_op_mask_type, C.CppVecKernel._get_store_line, \
         C.CppVecKernel._get_vec_load_line
     to_dtype = C.CppVecKernel.get_to_dtype_expr
