@@ -265,18 +265,18 @@ def test_bool_reductions_by_count_equal_any_and_all(shape):
 
 # -- a math call whose error is at least two fp32 ulps never lands on one fp32 value ---------
 
-def _library_result(c: float, r: float, ulps: float):
-    """A math call's enclosure as ``tracked._library_error`` builds it: centre c, the
-    argument's propagated radius r, and the library's ``ulps`` ulps of |c| + r."""
+def _library_result(c: float, r: float, a: float, b: float = 0.0, x_abs: float = 0.0, ftz: bool = False):
+    """``tracked._library_error``'s result for an exp call of error a + b |x| ulps (a profile
+    of that one model) on centre c with the argument's propagated radius r; two elements, so
+    that the value is not a per-row one."""
     from numoracle.calculus import form as FM
     from numoracle.calculus import tracked as TR
-    from numoracle.mathlib import load
-    ctx = TR.Context(profile=load("interpreter"))
-    cc = torch.tensor([c], dtype=torch.float64)
-    rr = torch.tensor([r], dtype=torch.float64)
-    err = ulps * TR.ulp_bound_fp32(cc.abs() + rr)
-    f = FM.add_det(FM.add_det(FM.Form(), "argument", rr, True), "library", err, True)
-    return TR, TR.Tracked(cc, fp32, f, ctx)
+    from numoracle.mathlib import ErrorModel, MathProfile
+    ctx = TR.Context(profile=MathProfile("probe", {"exp": ErrorModel(a, b)}, ftz=ftz))
+    cc = torch.full((2,), c, dtype=torch.float64)
+    rr = torch.full((2,), r, dtype=torch.float64)
+    t = TR.Tracked(cc, fp32, FM.add_det(FM.Form(), "argument", rr, True), ctx)
+    return TR, TR._library_error(t, "exp", torch.full((2,), x_abs, dtype=torch.float64), "exp")
 
 
 def _near_binade_ends():
@@ -289,18 +289,20 @@ def _near_binade_ends():
 def test_a_call_with_two_ulps_of_error_or_more_is_never_one_fp32_value():
     """``tracked._library_error`` skips ``_on_fp32_grid`` for a call whose profile error is at
     least 2 ulps (no bound ``below``, not a scaling): its enclosure always holds two fp32
-    values, so the check could never fire.  Drawn centres at and next to every binade's ends,
-    radii from 0 to far past the centre; and with 0.6 ulps the check does fire."""
+    values, so the check could never fire on what it returns.  Drawn centres at and next to
+    every binade's ends, radii from 0 to far past the centre, errors with a per-|x| part and
+    under FTZ; and at 0.6 ulps the check does fire (the value collapses to 1.5)."""
     from hypothesis import given, settings as hsettings, strategies as st
 
     radii = st.one_of(st.just(0.0), st.floats(0, 1e-30), st.floats(0, 1.0), st.floats(0, 1e30))
 
     @hsettings(max_examples=3000, deadline=None, derandomize=True)
-    @given(c=_near_binade_ends(), r=radii, ulps=st.one_of(st.just(2.0), st.floats(2.0, 80.0), st.floats(2.0, 1e9)))
-    def never_one_value(c, r, ulps):
-        TR, t = _library_result(c, r, ulps)
-        assert TR._on_fp32_grid(t) is t, (c, r, ulps)
+    @given(c=_near_binade_ends(), r=radii, a=st.one_of(st.just(2.0), st.floats(2.0, 80.0), st.floats(2.0, 1e9)),
+           b=st.sampled_from([0.0, 0.25]), x_abs=st.floats(0, 100), ftz=st.booleans())
+    def never_one_value(c, r, a, b, x_abs, ftz):
+        TR, out = _library_result(c, r, a, b, x_abs, ftz)
+        assert TR._on_fp32_grid(out) is out, (c, r, a, b, x_abs, ftz)
 
     never_one_value()
-    TR, t = _library_result(1.5, 0.0, 0.6)
-    assert TR._on_fp32_grid(t) is not t            # a 0.6-ulp call at 1.5 is 1.5 exactly
+    TR, out = _library_result(1.5, 0.0, 0.6)
+    assert out.c.tolist() == [1.5, 1.5] and out.radius().tolist() == [0.0, 0.0]
