@@ -205,3 +205,10 @@ def test_compiles_outside_numoracles_keep_inductors_own_mask_code():
         assert torch.equal(g, w)
     assert "at::vec::convert<int8_t,1,int32_t," not in "\n".join(code)
     assert not re.search(r"convert<double,\d,float,\d>\(at::vec::convert<float", "\n".join(code))
+
+
+def test_only_whole_constant_strides_take_the_broadcast_position():
+    import sympy
+    c = inductor._constant_int
+    assert (c(1), c(sympy.Integer(-2)), c(3.0)) == (1, -2, 3)
+    assert c(sympy.Symbol("s0")) is None and c(sympy.Rational(1, 2)) is None and c(2.5) is None

@@ -244,6 +244,16 @@ def _tree_reduce_all(m) -> str:
             f"a[i] = {pair}; return a[0]; }}()")
 
 
+def _constant_int(stride):
+    """A loop stride as a Python int, or None where it is symbolic or not whole (a sympy
+    Integer and an int alike)."""
+    try:
+        step = int(stride)
+    except (TypeError, ValueError):
+        return None
+    return step if step == stride else None
+
+
 _code_state = threading.local()      # .active: this thread is in a numoracle compile
 _codegen_installed: list = []
 
@@ -305,12 +315,12 @@ def _install_codegen(C, U) -> None:
         return to_dtype(self, src, dtype, src_dtype, rounding)
 
     def arange(self, index, stride):
-        if active() and index.dtype in (torch.int64, torch.int32) and getattr(stride, "is_integer", False) \
-                and stride.is_number:
+        step = _constant_int(stride)
+        if active() and index.dtype in (torch.int64, torch.int32) and step is not None:
             # a broadcast plus a constant vector (at::vec's arange sets each lane from a scalar,
             # an insert per lane in every iteration); integers: the same values
             vec = self._get_vec_type(index.dtype)
-            csevar = self.cse.generate(self.compute, f"({vec}({index}) + {vec}::arange(0, {stride}))")
+            csevar = self.cse.generate(self.compute, f"({vec}({index}) + {vec}::arange(0, {step}))")
             csevar.dtype, csevar.is_vec = index.dtype, True
             return csevar
         return arange_(self, index, stride)
