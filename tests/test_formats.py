@@ -807,3 +807,21 @@ def test_power_of_two_on_every_float32_binade_edge_and_specials():
     want = torch.tensor([v != 0 and math.isfinite(v) and math.frexp(abs(v))[0] == 0.5 for v in x.tolist()])
     assert torch.equal(F.power_of_two(x), want)
     assert int(want.sum()) == 2 * 277
+
+
+@pytest.mark.parametrize("fmt", (F.fp32, F.fp16, F.bf16, F.fp64, F.e4m3fn, F.e5m2, F.e2m1, F.e8m0), ids=ids)
+def test_ulp_scalar_matches_ulp(fmt):
+    """ulp_scalar against the tensor ulp: every bf16 value (each format's values, midpoints
+    and neighbours among them), float64 values over the whole exponent range, subnormals,
+    zeros and specials."""
+    every_bf16 = torch.arange(-2 ** 15, 2 ** 15, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    g = torch.Generator().manual_seed(5)
+    wide = torch.randn(4000, generator=g, dtype=torch.float64) * torch.exp2(
+        torch.randint(-1074, 1023, (4000,), generator=g).double())
+    x = torch.cat([every_bf16.double(), wide, torch.tensor(
+        [0.0, -0.0, math.inf, -math.inf, math.nan, 2.0 ** -1074, 2.0 ** -1022, 2.0 ** -1022 * (1 - 2.0 ** -52),
+         1.7976931348623157e308, fmt.max_finite, fmt.min_normal, fmt.min_subnormal], dtype=torch.float64)])
+    want = F.ulp(x, fmt).tolist()
+    got = [F.ulp_scalar(v, fmt) for v in x.tolist()]
+    bad = [(v, a, b) for v, a, b in zip(x.tolist(), got, want) if not (a == b or (a != a and b != b))]
+    assert not bad, bad[:5]

@@ -4,6 +4,7 @@ judgements in each mode (``verdicts``)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -81,9 +82,10 @@ class Verdict:
             i = int(torch.argmax(score.reshape(-1)))
             if excess is None:
                 # nothing rejected: the choice does not depend on the excess, so it is read at the
-                # chosen element only (for every element, its two ulp passes were most of this time)
-                at = [_element(t, score.shape, i) for t in (o.kernel, o.centre, o.lo, o.hi)]
-                e = float(_excess(*at, o.fmt)[0])
+                # chosen element only, in Python floats (for every element, its two ulp passes
+                # were most of this time; on one element's tensors, a hundred small operations)
+                idx = _unravel(i, score.shape)
+                e = _excess_scalar(*(_element(t, idx) for t in (o.kernel, o.centre, o.lo, o.hi)), o.fmt)
             else:
                 e = float(excess.reshape(-1)[i])
             cand = (kind, float(score.reshape(-1)[i]), o, i, e)
@@ -130,11 +132,20 @@ class Verdict:
         }
 
 
-def _element(t, shape, i):
-    """Element i (flat, in ``shape``) of t broadcast to shape, as a tensor of one element: no
+def _unravel(i: int, shape) -> tuple:
+    """The index of flat element i of a tensor of ``shape`` (row-major)."""
+    idx = []
+    for n in reversed(tuple(shape)):
+        i, k = divmod(i, n)
+        idx.append(k)
+    return tuple(reversed(idx))
+
+
+def _element(t, idx) -> float:
+    """t's element at ``idx`` (an index of the shape t broadcasts to), as a Python float: no
     copy of a broadcast or non-contiguous t."""
-    idx = tuple(int(k) for k in torch.unravel_index(torch.tensor(i), shape))
-    return t.expand(shape)[idx].reshape(1)
+    idx = idx[len(idx) - t.ndim:] if t.ndim else ()
+    return float(t[tuple(0 if n == 1 else k for k, n in zip(idx, t.shape))])
 
 
 def _excess(kernel, centre, lo, hi, fmt):
@@ -146,6 +157,16 @@ def _excess(kernel, centre, lo, hi, fmt):
     def ulp_beside(bound):
         return F.ulp(torch.where(torch.isfinite(bound), torch.maximum(k, bound.abs()), k), fmt)
     return torch.maximum((kernel - hi) / ulp_beside(hi), (lo - kernel) / ulp_beside(lo))
+
+
+def _excess_scalar(kernel: float, centre: float, lo: float, hi: float, fmt) -> float:
+    """``_excess`` of one element, in Python floats (NaN where either side is)."""
+    k = abs(kernel if math.isfinite(kernel) else centre)
+
+    def ulp_beside(bound):
+        return F.ulp_scalar(max(k, abs(bound)) if math.isfinite(bound) else k, fmt)
+    above, below = (kernel - hi) / ulp_beside(hi), (lo - kernel) / ulp_beside(lo)
+    return math.nan if above != above or below != below else max(above, below)
 
 
 def verdicts(program_name: str, modes, p: float, confirm: bool, assumptions, outs, certificate,
