@@ -75,6 +75,26 @@ def dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.cons
 
 
 @triton.jit
+def bf16_constant_kernel(x_ptr, o_ptr, n, OFFSET: tl.constexpr, BLOCK: tl.constexpr):
+    """``(OFFSET + x) * 0.5`` on bf16 ``x``: float literals meeting a bf16 tensor become bf16
+    constants (rms_norm's ``offset + w``)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    tl.store(o_ptr + offs, (OFFSET + x) * 0.5, mask=m)
+
+
+@triton.jit
+def chunked_sum_kernel(x_ptr, o_ptr, n, BLOCK: tl.constexpr):
+    """The sum of n fp32 values in BLOCK-wide chunks, the loop over a runtime ``n``."""
+    acc = tl.zeros((BLOCK, ), tl.float32)
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(o_ptr + tl.arange(0, 1), tl.sum(acc, axis=0))
+
+
+@triton.jit
 def eps_kernel(x_ptr, o_ptr, eps, n, BLOCK: tl.constexpr):
     """``x + eps.to(tl.float32)`` with a Python float ``eps`` (Liger's idiom)."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)

@@ -103,14 +103,25 @@ def random_f32(n, seed=0):
     return torch.from_numpy(x.astype(np.float32))
 
 
+def _int_of_one_element_array_raises() -> bool:
+    # numpy 2.4 refuses int() of a one-element 1-d array; Triton 3.6's interpreter does that
+    try:
+        int(np.array([1]))
+    except TypeError:
+        return True
+    return False
+
+
 # Expected outcome of each probe on the bare interpreter, for the Triton
 # versions this was measured on (others: not asserted).
 EXPECTED_ON_BARE = {
     # 3.6's interpreter has no tl.dot_scaled at all (no create_dot_scaled): nothing to repair there
     (3, 6): dict(bf16_casts=True, fp16_casts=False, fp8_casts=True, bf16_arithmetic=True, fp16_arithmetic=False,
-                 float_scalar_args=True, libdevice=True, tl_math=False, autotune=True, dot_scaled_fp8=False),
+                 float_scalar_args=True, bf16_constants=True, runtime_range=_int_of_one_element_array_raises(),
+                 libdevice=True, tl_math=False, autotune=True, dot_scaled_fp8=False),
     (3, 9): dict(bf16_casts=True, fp16_casts=False, fp8_casts=True, bf16_arithmetic=True, fp16_arithmetic=False,
-                 float_scalar_args=True, libdevice=True, tl_math=False, autotune=True, dot_scaled_fp8=True),
+                 float_scalar_args=True, bf16_constants=False, runtime_range=False, libdevice=True, tl_math=False,
+                 autotune=True, dot_scaled_fp8=True),
 }
 
 TRITON_MINOR = tuple(int(p) for p in triton.__version__.split(".")[:2])
@@ -564,6 +575,38 @@ def test_float_argument_eps_to_float32():
         k[(4, )](x, out, 1e-6, x.numel(), BLOCK=256)
     want = (x.numpy() + np.float32(1e-6)).astype(np.float32)
     assert np.array_equal(out.numpy().view(np.uint32), want.view(np.uint32))
+
+
+def test_bf16_tensor_with_float_constants():
+    """A Python float meeting a bf16 tensor is a bf16 constant: Triton 3.6's bare interpreter
+    raises (its builder has no ``get_bf16``); repaired, each operation rounds once from fp32."""
+    x = half_inputs(torch.bfloat16, 1000, seed=7)[0]
+    out = torch.zeros_like(x)
+    k = kernel(K.bf16_constant_kernel)
+    if interp.status()["bf16_constants"]["present_on_bare"]:
+        with bare():
+            with pytest.raises(InterpreterError, match="get_bf16"):
+                k[(4, )](x, out, x.numel(), OFFSET=1.0, BLOCK=256)
+    with repaired():
+        k[(4, )](x, out, x.numel(), OFFSET=1.0, BLOCK=256)
+    want = ((1.0 + x.float()).to(torch.bfloat16).float() * 0.5).to(torch.bfloat16)
+    assert np.array_equal(bits16(out), bits16(want))
+
+
+def test_loop_over_a_runtime_integer():
+    """``range(0, n, BLOCK)`` over a runtime n (a chunked row loop): Triton 3.6's bare
+    interpreter raises under numpy 2.4 (``int()`` of a one-element array); repaired it runs."""
+    x = random_f32(1000, seed=8)
+    out = torch.zeros(1, dtype=torch.float32)
+    k = kernel(K.chunked_sum_kernel)
+    if interp.status()["runtime_range"]["present_on_bare"]:
+        with bare():
+            with pytest.raises(InterpreterError, match="0-dimensional"):
+                k[(1, )](x, out, x.numel(), BLOCK=128)
+    with repaired():
+        k[(1, )](x, out, x.numel(), BLOCK=128)
+    want = x.double().sum()
+    assert abs(float(out[0]) - float(want)) <= 1e-5 * float(x.double().abs().sum())
 
 
 # --------------------------------------------------------------------------

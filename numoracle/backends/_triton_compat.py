@@ -188,6 +188,18 @@ def probe_kernels() -> SimpleNamespace:
         x = tl.load(x_ptr + offs)
         tl.store(o_ptr + offs, x + eps.to(tl.float32))
 
+    def probe_bf16_constant_kernel(o_ptr, N: tl.constexpr):
+        """A bf16 constant from a Python float (``builder.get_bf16``), stored as it is."""
+        offs = tl.arange(0, N)
+        tl.store(o_ptr + offs, tl.full((N, ), -1.5, tl.bfloat16))
+
+    def probe_runtime_range_kernel(o_ptr, n):
+        """Counts ``range(0, n, 2)`` over a runtime integer ``n`` (a chunked row loop)."""
+        acc = tl.zeros((1, ), tl.int32)
+        for _ in range(0, n, 2):
+            acc += 1
+        tl.store(o_ptr + tl.arange(0, 1), acc)
+
     def probe_libdevice_stub_kernel(x_ptr, tanh_ptr, erf_ptr, rsqrt_ptr, N: tl.constexpr):
         """tanh, erf, rsqrt through ``triton.language.extra.libdevice``."""
         offs = tl.arange(0, N)
@@ -219,6 +231,7 @@ def probe_kernels() -> SimpleNamespace:
 
     _probes = SimpleNamespace(
         cast=probe_cast_kernel, binary=probe_binary_kernel, float_arg=probe_float_arg_kernel,
+        bf16_constant=probe_bf16_constant_kernel, runtime_range=probe_runtime_range_kernel,
         libdevice_stub=probe_libdevice_stub_kernel if ld_stub is not None else None,
         libdevice_cuda=probe_libdevice_cuda_kernel if ld_cuda is not None else None,
         tl_math=probe_tl_math_kernel, autotune=probe_autotune_kernel)

@@ -30,6 +30,15 @@ defect (``status()`` key) what the bare interpreter does / what install does
 ``float_scalar_args``     Python float kernel arguments stay Python floats,
                           so ``eps.to(tl.float32)`` raises AttributeError;
                           repaired: passed as fp32 scalar tensors, as on GPU.
+``bf16_constants``        a Python float meeting a bf16 tensor (``x * 1.5``,
+                          ``tl.full(..., 1.5, tl.bfloat16)``) raises
+                          AttributeError (Triton 3.6's builder has no
+                          ``get_bf16``); repaired: a bf16 constant, the value
+                          rounded RNE to fp32, then to bf16.
+``runtime_range``         a runtime integer used as an index
+                          (``range(0, n_cols, BLOCK)``) raises TypeError on
+                          Triton 3.6 with numpy 2.4 (``int()`` of a
+                          one-element array); repaired: read from its element.
 ``libdevice``             ``libdevice.tanh`` etc. return None (stub module)
                           or raise (``tl.extra.cuda.libdevice``); repaired:
                           ``__nv_*`` symbols evaluated in float64 with numpy /
@@ -103,7 +112,8 @@ from typing import Any, Dict
 from .. import _triton_compat as compat
 from ._state import STATE as state
 from ._state import language, runtime
-from .arithmetic import repair_bf16_arithmetic, repair_float_scalar_args, repair_fp16_arithmetic
+from .arithmetic import (repair_bf16_arithmetic, repair_bf16_constants, repair_float_scalar_args,
+                         repair_fp16_arithmetic, repair_runtime_range)
 from .autotune import repair_autotune
 from .autotune import set_autotune_config as set_autotune_config
 from .casts import repair_bf16_casts, repair_fp8_casts, repair_fp16_casts
@@ -133,6 +143,8 @@ REPAIRS = {
     "bf16_arithmetic": repair_bf16_arithmetic,
     "fp16_arithmetic": repair_fp16_arithmetic,
     "float_scalar_args": repair_float_scalar_args,
+    "bf16_constants": repair_bf16_constants,
+    "runtime_range": repair_runtime_range,
     "libdevice": repair_libdevice,
     "tl_math": repair_tl_math,
     "autotune": repair_autotune,

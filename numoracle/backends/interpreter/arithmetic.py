@@ -11,7 +11,7 @@ from ._state import language, runtime
 from .codecs import decode, encode, fmt_name
 from .dot import install_dot_hook
 from .reductions import install_reduce_hooks
-from .rounding import round_fma
+from .rounding import rne_bf16_bits, round_fma
 
 
 def install_arith_hooks() -> None:
@@ -141,4 +141,39 @@ def repair_float_scalar_args() -> None:
 
     state.patcher.set(rt, "_implicit_cvt", _implicit_cvt)
 
+
+def repair_bf16_constants() -> None:
+    """Defect ``bf16_constants``: Triton 3.6's ``InterpreterBuilder`` has no ``get_bf16``, so a
+    Python float meeting a bf16 tensor (``x * 1.5``, ``offset + w`` with a constexpr offset)
+    raises AttributeError where the GPU makes a bf16 constant.  Detected by launching
+    ``tl.full(..., -1.5, tl.bfloat16)``.  Repair: ``get_bf16`` builds the constant as later
+    releases' interpreter does, the value rounded to fp32 and then to bf16 (RNE); a constant
+    that is a bf16 value, as numoracle's kernels use, is exact either way."""
+    rt = runtime()
+    tl = language()
+
+    def get_bf16(self, value):
+        with np.errstate(over="ignore"):
+            bits = rne_bf16_bits(np.array([value], dtype=np.float32))
+        return rt.TensorHandle(bits, tl.bfloat16)
+
+    state.patcher.set(rt.InterpreterBuilder, "get_bf16", get_bf16)
+
+
+def repair_runtime_range() -> None:
+    """Defect ``runtime_range``: Triton 3.6's interpreter turns a runtime integer argument used
+    as a Python index (``range(0, n_cols, BLOCK)``, a chunked row loop) into an int with
+    ``int()`` of its one-element array, which numpy 2.4 refuses ("only 0-dimensional arrays
+    can be converted to Python scalars"; earlier numpy releases warned that it is deprecated).
+    Detected by launching a loop over ``range(0, n, 2)``.  Repair: the index is read from the
+    array's one element, as later releases' interpreter does."""
+    rt = runtime()
+    orig = rt._patch_lang_tensor
+
+    def _patch_lang_tensor(tensor, scope):
+        orig(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0])
+                       if np.size(self.handle.data) == 1 else int(self.handle.data))
+
+    state.patcher.set(rt, "_patch_lang_tensor", _patch_lang_tensor)
 

@@ -22,6 +22,8 @@ DEFECTS = (
     "bf16_arithmetic",
     "fp16_arithmetic",
     "float_scalar_args",
+    "bf16_constants",
+    "runtime_range",
     "libdevice",
     "tl_math",
     "autotune",
@@ -170,6 +172,31 @@ def _probe_float_scalar_args() -> tuple:
     return True, f"x + eps gave {out.tolist()}, want {want.tolist()}"
 
 
+def _probe_bf16_constants() -> tuple:
+    torch = _torch()
+    out = torch.zeros(4, dtype=torch.bfloat16)
+    try:
+        _launch(compat.probe_kernels().bf16_constant, out, out.numel())
+    except Exception as exc:  # noqa: BLE001
+        return True, f"tl.full(..., -1.5, tl.bfloat16) raised {type(exc).__name__}: {exc}"[:300]
+    # no arithmetic: a value of bf16, stored as it is, whatever the other repairs do
+    if bool((out.view(torch.int16) == -16448).all()):          # 0xBFC0, -1.5
+        return False, "a Python float becomes a bf16 constant"
+    return True, f"tl.full(..., -1.5, tl.bfloat16) stored {out.float().tolist()}"
+
+
+def _probe_runtime_range() -> tuple:
+    torch = _torch()
+    out = torch.zeros(1, dtype=torch.int32)
+    try:
+        _launch(compat.probe_kernels().runtime_range, out, 7)
+    except Exception as exc:  # noqa: BLE001
+        return True, f"range(0, n, 2) over a runtime n raised {type(exc).__name__}: {exc}"[:300]
+    if int(out[0]) == 4:
+        return False, "range(0, n, 2) over a runtime n = 7 ran 4 times"
+    return True, f"range(0, n, 2) over a runtime n = 7 ran {int(out[0])} times"
+
+
 def _ulps_f32(got: np.ndarray, want64: np.ndarray) -> np.ndarray:
     want32 = want64.astype(np.float32)
     spacing = np.spacing(np.abs(want32)).astype(np.float64)
@@ -250,6 +277,8 @@ _PROBES: Dict[str, Callable[[], tuple]] = {
     "bf16_arithmetic": lambda: _probe_arith("bf16"),
     "fp16_arithmetic": lambda: _probe_arith("fp16"),
     "float_scalar_args": _probe_float_scalar_args,
+    "bf16_constants": _probe_bf16_constants,
+    "runtime_range": _probe_runtime_range,
     "libdevice": _probe_libdevice,
     "tl_math": _probe_tl_math,
     "autotune": _probe_autotune,
