@@ -288,5 +288,8 @@ def test_e4m3fnuz_on_the_interpreter_is_reported_not_judged(G):
         x = torch.randn(2, 32, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
         params = dict(group_size=16, fmt="e4m3fnuz")
         assert no.check(quant_ref, G.group_quant_fp8(x, **params), (x,), params).status == "accept"
+    elif __import__("triton").__version__.startswith("3.6."):
+        # Triton 3.6's interpreter has no tl.float8e4b8 type to store at all
+        assert why.startswith("the interpreter cannot store tl.float8e4b8") and "fp8e4b8" in why
     else:
         assert "ties away" in why
