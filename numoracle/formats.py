@@ -615,7 +615,7 @@ def ulp_scalar(v: float, fmt) -> float:
     in ulps this way: one element's tensor arithmetic was a hundred small operations)."""
     fmt = _fmt(fmt)
     a = abs(float(v))
-    if a != a or a == math.inf:
+    if math.isnan(a) or a == math.inf:
         return a
     # floor(log2 a) for normal a; 0 and float64 subnormals lie below every format's emin
     e = math.frexp(a)[1] - 1 if a >= 2.0 ** -1022 else -1023

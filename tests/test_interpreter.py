@@ -584,9 +584,8 @@ def test_bf16_tensor_with_float_constants():
     out = torch.zeros_like(x)
     k = kernel(K.bf16_constant_kernel)
     if interp.status()["bf16_constants"]["present_on_bare"]:
-        with bare():
-            with pytest.raises(InterpreterError, match="get_bf16"):
-                k[(4, )](x, out, x.numel(), OFFSET=1.0, BLOCK=256)
+        with bare(), pytest.raises(InterpreterError, match="get_bf16"):
+            k[(4, )](x, out, x.numel(), OFFSET=1.0, BLOCK=256)
     with repaired():
         k[(4, )](x, out, x.numel(), OFFSET=1.0, BLOCK=256)
     want = ((1.0 + x.float()).to(torch.bfloat16).float() * 0.5).to(torch.bfloat16)
@@ -600,9 +599,8 @@ def test_loop_over_a_runtime_integer():
     out = torch.zeros(1, dtype=torch.float32)
     k = kernel(K.chunked_sum_kernel)
     if interp.status()["runtime_range"]["present_on_bare"]:
-        with bare():
-            with pytest.raises(InterpreterError, match="0-dimensional"):
-                k[(1, )](x, out, x.numel(), BLOCK=128)
+        with bare(), pytest.raises(InterpreterError, match="0-dimensional"):
+            k[(1, )](x, out, x.numel(), BLOCK=128)
     with repaired():
         k[(1, )](x, out, x.numel(), BLOCK=128)
     want = x.double().sum()

@@ -166,7 +166,7 @@ def _excess_scalar(kernel: float, centre: float, lo: float, hi: float, fmt) -> f
     def ulp_beside(bound):
         return F.ulp_scalar(max(k, abs(bound)) if math.isfinite(bound) else k, fmt)
     above, below = (kernel - hi) / ulp_beside(hi), (lo - kernel) / ulp_beside(lo)
-    return math.nan if above != above or below != below else max(above, below)
+    return math.nan if math.isnan(above) or math.isnan(below) else max(above, below)
 
 
 def verdicts(program_name: str, modes, p: float, confirm: bool, assumptions, outs, certificate,
