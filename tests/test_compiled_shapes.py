@@ -14,7 +14,7 @@ from numoracle.check import check_modes
 from numoracle.errors import InvalidArgument
 from numoracle.selftest.emulator import Plan, emulate
 from numoracle.verdict import compiled
-from numoracle.verdict.compiled import compare, inductor
+from numoracle.verdict.compiled import compare
 
 EAGER = no.settings(compile="never")
 STREAM = no.settings(compile="auto", compile_shapes_after=1e-9)
@@ -51,8 +51,6 @@ def _assert_same(ve, vc):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not inductor.symbolic_cpu(), reason="this torch's Inductor miscompiles symbolic CPU verdicts "
-                                                       "(numoracle.verdict.compiled.inductor.SYMBOLIC_CPU_FROM)")
 def test_one_symbolic_plan_judges_a_stream_of_shapes_as_eager_verdicts_do(fresh):
     statuses = []
     for k, ((rows, cols), faults) in enumerate(zip(SHAPES, FAULTS)):
@@ -105,11 +103,3 @@ def test_symbolic_labels_stand_for_the_eager_runs_numbers():
             compare.check_sites(wrong, eager)
     with pytest.raises(RuntimeError):
         compare.check_sites([("fp32 sum over <n> (any order)", "range")], [("fp32 sum over n (any order)", "range")])
-
-
-def test_no_symbolic_cpu_plan_where_this_torch_miscompiles_one(fresh, monkeypatch):
-    monkeypatch.setattr(compiled, "symbolic_cpu", lambda: False)
-    for k, (rows, cols) in enumerate(SHAPES[:3]):
-        op, inputs, params, outs = _case(rows, cols, (), seed=k)
-        check_modes(op.reference, outs, inputs, params, settings=STREAM)
-    assert not [p for p in compiled.plans() if p.symbolic] and not compiled._kind_seconds

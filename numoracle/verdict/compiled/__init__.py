@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 
-from .inductor import can_compile, symbolic_cpu
+from .inductor import can_compile
 from .plan import Plan, struct
 
 _lock = threading.Lock()
@@ -102,7 +102,7 @@ def plan_for(program, inputs, outputs, params, prof, p, modes, nonfinite, settin
             plan = _plans[key] = Plan(program, params, prof, p, tuple(modes), nonfinite, structs,
                                       len(inputs), settings, device, judged)
         plan.calls += 1
-        if not plan.ready and settings.compile_shapes_after > 0 and tensors and (device != "cpu" or symbolic_cpu()):
+        if not plan.ready and settings.compile_shapes_after > 0 and tensors:
             # the signature's kind: once its eager verdicts have taken compile_shapes_after seconds,
             # one plan traced with symbolic sizes serves all its shapes (from the next eager run on,
             # which teaches it the sites)

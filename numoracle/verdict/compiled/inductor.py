@@ -51,24 +51,6 @@ def can_compile() -> bool:
     return _COMPILER[0]
 
 
-# torch releases whose Inductor compiles a verdict traced with symbolic sizes for the CPU as the
-# eager code computes it: on torch 2.11 the compiled regions of rms_norm were off by up to 0.4%
-# of their centres (the comparison with eager code caught it, one wasted compile per kind);
-# torch 2.13 agrees (docs/results/2026-12-02-throughput-shapes.md)
-SYMBOLIC_CPU_FROM = (2, 13)
-
-
-@functools.cache
-def symbolic_cpu() -> bool:
-    """Whether this torch compiles verdicts with symbolic sizes for CPU tensors."""
-    import torch
-    try:
-        version = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
-    except ValueError:
-        return False
-    return version >= SYMBOLIC_CPU_FROM
-
-
 def float_tiling_options() -> dict:
     """The Inductor options that go with ``float_tiling``: where the CPU's widest vectors
     are 512 bits, cpp.simdlen=512 (what Inductor picks by itself, named so that numoracle's
