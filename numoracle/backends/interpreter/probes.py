@@ -47,6 +47,15 @@ def _launch(fn: Callable, *args, grid=(1, )) -> None:
     kernel[grid](*args)
 
 
+def _raised(what: str, fn: Callable, *args) -> tuple | None:
+    """Launch a probe kernel: (True, what it raised) when it raises (the defect), else None."""
+    try:
+        _launch(fn, *args)
+    except Exception as exc:  # noqa: BLE001
+        return True, f"{what} raised {type(exc).__name__}: {exc}"[:300]
+    return None
+
+
 def _cast_probe_inputs() -> dict:
     bf = [1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-8 + 2**-20, -(1 + 3 * 2**-8), 0.1, -2.2, 1e-40, -3e-39,
           2**-133 * 1.5, 3.0e38, 3.4e38, 0.0, -0.0, float("inf")]
@@ -162,10 +171,9 @@ def _probe_float_scalar_args() -> tuple:
     torch = _torch()
     x = torch.tensor([1.0, -2.0, 3.5, 1e-3], dtype=torch.float32)
     out = torch.zeros(4, dtype=torch.float32)
-    try:
-        _launch(compat.probe_kernels().float_arg, x, out, 0.1, 4)
-    except Exception as exc:  # noqa: BLE001
-        return True, f"eps.to(tl.float32) on a float argument raised {type(exc).__name__}: {exc}"[:300]
+    raised = _raised("eps.to(tl.float32) on a float argument", compat.probe_kernels().float_arg, x, out, 0.1, 4)
+    if raised:
+        return raised
     want = (x.numpy() + np.float32(0.1)).astype(np.float32)
     if np.array_equal(out.numpy().view(np.uint32), want.view(np.uint32)):
         return False, "a float argument is an fp32 scalar tensor"
@@ -175,10 +183,9 @@ def _probe_float_scalar_args() -> tuple:
 def _probe_bf16_constants() -> tuple:
     torch = _torch()
     out = torch.zeros(4, dtype=torch.bfloat16)
-    try:
-        _launch(compat.probe_kernels().bf16_constant, out, out.numel())
-    except Exception as exc:  # noqa: BLE001
-        return True, f"tl.full(..., -1.5, tl.bfloat16) raised {type(exc).__name__}: {exc}"[:300]
+    raised = _raised("tl.full(..., -1.5, tl.bfloat16)", compat.probe_kernels().bf16_constant, out, out.numel())
+    if raised:
+        return raised
     # no arithmetic: a value of bf16, stored as it is, whatever the other repairs do
     if bool((out.view(torch.int16) == -16448).all()):          # 0xBFC0, -1.5
         return False, "a Python float becomes a bf16 constant"
@@ -188,10 +195,9 @@ def _probe_bf16_constants() -> tuple:
 def _probe_runtime_range() -> tuple:
     torch = _torch()
     out = torch.zeros(1, dtype=torch.int32)
-    try:
-        _launch(compat.probe_kernels().runtime_range, out, 7)
-    except Exception as exc:  # noqa: BLE001
-        return True, f"range(0, n, 2) over a runtime n raised {type(exc).__name__}: {exc}"[:300]
+    raised = _raised("range(0, n, 2) over a runtime n", compat.probe_kernels().runtime_range, out, 7)
+    if raised:
+        return raised
     if int(out[0]) == 4:
         return False, "range(0, n, 2) over a runtime n = 7 ran 4 times"
     return True, f"range(0, n, 2) over a runtime n = 7 ran {int(out[0])} times"
