@@ -194,30 +194,36 @@ def child_one(op_name: str, reps: int) -> dict:
 
 
 def child_fuzz(op_name: str, seconds: float, seed: int, backend_name: str = "interpreter",
-               shapes_after=None, warmup=0.0) -> dict:
+               shapes_after=None, warmup=0.0, database="none", max_rows=None, max_cols=None) -> dict:
     """``warmup``: seconds of another fuzz run (another seed) first, in the same process, so
-    that the measured run finds its kinds compiled (a long run's steady state)."""
+    that the measured run finds its kinds compiled (a long run's steady state).  ``database``:
+    "none", or "dir" for a new example database directory, as ``numoracle fuzz`` has by default.
+    ``max_rows``/``max_cols``: caps on the drawn shapes (the operator's domain otherwise)."""
     import contextlib
+    import tempfile
     import numoracle as no
     from numoracle import backends, operators
     from numoracle.runner import fuzz
+    from numoracle.strategies import cases
     backend = backends.select(backend_name)
     op = operators.get(op_name)
+    strategy = cases(op, max_rows=max_rows, max_cols=max_cols)
     block = contextlib.nullcontext()
     if shapes_after is not None and "compile_shapes_after" in {f.name for f in no.settings.fields()}:
         block = no.settings(compile_shapes_after=shapes_after)
     with block:
         if warmup:
             fuzz(op, "correct", backend=backend, mode="statistical", max_examples=10 ** 9, seconds=warmup,
-                 seed=seed + 1000, shrink=False, stop_on_first=False, database=None, isolate=False)
+                 seed=seed + 1000, strategy=strategy, shrink=False, stop_on_first=False, database=None, isolate=False)
         before = _compiled_calls()
+        db = tempfile.mkdtemp(prefix="numoracle-bench-db-") if database == "dir" else None
         t = time.perf_counter()
         res = fuzz(op, "correct", backend=backend, mode="statistical", max_examples=10 ** 9, seconds=seconds,
-                   seed=seed, shrink=False, stop_on_first=False, database=None, isolate=False)
+                   seed=seed, strategy=strategy, shrink=False, stop_on_first=False, database=db, isolate=False)
     wall = time.perf_counter() - t
     measured_compiled = _compiled_calls() - before
     d = res.to_dict()
-    row = {"op": op_name, "cases": res.totals.cases, "seconds": res.elapsed, "wall_s": wall,
+    row = {"op": op_name, "database": database, "cases": res.totals.cases, "seconds": res.elapsed, "wall_s": wall,
            "cases_per_s": res.totals.cases / res.elapsed if res.elapsed else 0.0,
            "totals": res.totals.to_dict(), "breakdown": d.get("breakdown"), "warmup_s": warmup}
     try:
@@ -252,7 +258,8 @@ class _Stop(Exception):
     pass
 
 
-def child_hypothesis_loop(op_name: str, backend_name: str, seconds: float, seed: int) -> dict:
+def child_hypothesis_loop(op_name: str, backend_name: str, seconds: float, seed: int, max_rows=None,
+                          max_cols=None) -> dict:
     """What the fuzz loop is compared with: a plain Hypothesis loop over the same cases
     (``numoracle.strategies.cases``), the same kernel, a float64 reference and
     ``assert_close`` (rms_norm's y against its float64 reference), cases/s."""
@@ -273,7 +280,7 @@ def child_hypothesis_loop(op_name: str, backend_name: str, seconds: float, seed:
     @hseed(seed)
     @settings(max_examples=10 ** 9, deadline=None, database=None, suppress_health_check=list(HealthCheck),
               phases=[Phase.generate])
-    @given(cases(op))
+    @given(cases(op, max_rows=max_rows, max_cols=max_cols))
     def loop(case):
         if state["t0"] is None:
             state["t0"] = time.perf_counter()
@@ -327,6 +334,10 @@ def main(argv=None) -> int:
     ap.add_argument("--fuzz-warmup", type=float, default=0.0,
                     help="seconds of fuzzing (another seed) before the measured run, in its process")
     ap.add_argument("--fuzz-backend", default="interpreter", help="the fuzz measurement's backend (gpu on the H200)")
+    ap.add_argument("--fuzz-database", default="none", choices=("none", "dir"),
+                    help="the fuzz run's example database: none, or a new directory (numoracle fuzz's default)")
+    ap.add_argument("--fuzz-max-rows", type=int, default=None, help="cap the fuzz run's drawn rows")
+    ap.add_argument("--fuzz-max-cols", type=int, default=None, help="cap the fuzz run's drawn columns")
     ap.add_argument("--skip", default="", help="comma-separated: stream, one, fuzz, loop")
     ap.add_argument("--out", default="")
     a = ap.parse_args(argv)
@@ -382,7 +393,7 @@ def main(argv=None) -> int:
         print(f"fuzz {a.fuzz_op} ({a.fuzz_backend}, no shrinking, {a.fuzz_seconds:g} s)")
         for name, path in sides:
             r = _child(path, "fuzz", a.fuzz_op, a.fuzz_seconds, a.seed, a.fuzz_backend, a.shapes_after,
-                       a.fuzz_warmup)
+                       a.fuzz_warmup, a.fuzz_database, a.fuzz_max_rows, a.fuzz_max_cols)
             r["side"] = name
             result["fuzz"].append(r)
             if "error" in r:
@@ -392,7 +403,8 @@ def main(argv=None) -> int:
                       f"{json.dumps(r['breakdown'])}", flush=True)
             save()
     if "loop" not in skip:
-        r = _child(sides[0][1], "hypothesis_loop", a.fuzz_op, a.fuzz_backend, a.fuzz_seconds, a.seed)
+        r = _child(sides[0][1], "hypothesis_loop", a.fuzz_op, a.fuzz_backend, a.fuzz_seconds, a.seed,
+                   a.fuzz_max_rows, a.fuzz_max_cols)
         result["loop"] = r
         print(f"Hypothesis + assert_close loop, {a.fuzz_op} ({a.fuzz_backend}): "
               f"{r.get('cases_per_s', float('nan')):.1f} cases/s {r.get('error', '')}", flush=True)

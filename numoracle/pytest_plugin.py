@@ -28,8 +28,8 @@ profile (examples, derandomize, the example database in ``.hypothesis/examples``
 verbosity) and numoracle's profile of the same name (shape caps, time budget); its
 ``event()``/``target()`` statistics appear under ``--hypothesis-show-statistics``.  It first
 replays the cases it saved in its corpus, re-running its kernel on each - a kernel still
-wrong fails on that first example, a fixed one goes on to the search, where Hypothesis
-replays its database first.  A failure reads: the verdict's explanation, how it was found,
+wrong fails on that first example, a fixed one goes on to the search, which judges the
+finding it kept in the example database first (``runner.findings``).  A failure reads: the verdict's explanation, how it was found,
 the replay line.
 
 Fixtures: ``numoracle_backend`` (the selected backend), ``numoracle_settings`` (numoracle's

@@ -51,8 +51,9 @@ def add_arguments(p, command: str) -> None:
     p.add_argument("--shrink-seconds", type=common.seconds, default=30.0, help="time budget of the shrinking")
     if command == "fuzz":
         p.add_argument("--database", default=".hypothesis/examples",
-                       help="Hypothesis example database directory, Hypothesis's own by default: a failure found "
-                            "once is replayed first by the next run; 'none' to disable (with --workers or "
+                       help="example database directory, Hypothesis's own by default: numoracle keeps the run's "
+                            "finding there and the next run of the operator, kernel and mode judges it first (until it "
+                            "passes); 'none' to disable (with --workers or "
                             "--executor each unit is a search seeded by --seed + its number, without a database: "
                             "its findings are saved under --corpus, for numoracle replay)")
         common.add_executor(p)

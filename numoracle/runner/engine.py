@@ -15,9 +15,10 @@ which one ended the run, or that a counterexample or Ctrl-C / SIGTERM did.  A ru
 interrupted while it shrinks a finding (Hypothesis's shrink or the element shrink) keeps
 the finding as shrunk so far, reports and saves it, and still ends interrupted (130 / 143).
 Every case is a safe point where an interrupt swallowed elsewhere is raised again
-(``execute.check_interrupt``).  With a
-``database`` directory the run resumes: Hypothesis replays the failures it
-saved there before drawing new cases.
+(``execute.check_interrupt``).  With a ``database`` the run resumes: the findings kept
+there for the operator, kernel and mode are judged before any case is drawn
+(``runner.findings``; the search itself runs without Hypothesis's database, whose Pareto
+front of targets cost as much as the rest of Hypothesis's time).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
 from .. import backends
 from ..strategies.cases import cases as cases_strategy
+from .findings import Findings
 from .execute import UserInterrupt, check_interrupt, interrupt_reported, judge, pending_interrupt, run_case
 from .kernels import resolve
 from .outcomes import MemoryWatch, RunResult
@@ -206,7 +208,9 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
     ``explicit``: cases judged first (``check`` passes one per input group);
     ``corpus``: a directory to save the shrunk finding in;
     ``isolate``: run the kernel in the supervised worker process (default ``settings.isolate``);
-    ``database``: a directory, a Hypothesis ``ExampleDatabase``, or None for none;
+    ``database``: a directory, a Hypothesis ``ExampleDatabase``, or None for none: the findings
+    kept there for this operator, kernel and mode are judged first, and the run's finding is
+    kept there (``runner.findings``);
     ``hypothesis_settings``: the Hypothesis settings the search inherits the rest from (phases,
     health checks, verbosity, print_blob; default the loaded profile's, ``settings.default``).
 
@@ -281,6 +285,8 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
         phases = dict(times.seconds)
         try:
             out = evaluate_case(case)
+            if not out.is_finding:
+                findings.passed(case)
             result.record(out, case.group)
             note_event(f"group: {case.group}")
             note_event(f"status: {out.status}")
@@ -335,21 +341,28 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
         db = database
     else:
         db = DirectoryBasedExampleDatabase(str(database))
+    findings = Findings(db, op.name, kspec, mode)
+    # replayed as explicit examples when the phases reuse saved examples, as Hypothesis would
+    replay, bad = findings.load() if Phase.reuse in phases else ([], [])
+    result.warnings += bad
+    if replay and Phase.explicit not in phases:
+        phases.insert(0, Phase.explicit)
     # Health checks stay on, but two: too_slow - a case's data is a few integers, but each one
     # runs a kernel (the interpreter, a first compilation) and a verdict, seconds where Hypothesis
     # expects milliseconds, which is the work, not a slow strategy; and differing_executors, which
     # the same body run from several call sites (the CLI, a property test, the distributed
     # executor's units) would trip with nothing wrong.
     s = settings(parent, max_examples=max(1, int(max_examples)), deadline=None, derandomize=derandomize,
-                 database=db, phases=phases,
+                 database=None, phases=phases,
                  suppress_health_check=sorted({*parent.suppress_health_check, HealthCheck.too_slow,
                                                HealthCheck.differing_executors}, key=lambda h: h.value),
                  # one finding is all the run keeps (stop_on_first): a second bug is the next run's
                  report_multiple_bugs=False)
     body._hypothesis_internal_add_digest = f"numoracle:{op.name}:{kspec}:{mode}".encode()
     test = given(strategy)(body)
-    for c in reversed(list(explicit)):
-        from hypothesis import example
+    from hypothesis import example
+    # the saved findings first, then the caller's explicit cases
+    for c in reversed([*replay, *explicit]):
         test = example(c)(test)
     if seed is None and not derandomize:
         # a seed of our own: a run that Hypothesis seeds itself reports "You can reproduce this
@@ -402,6 +415,10 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
         times.add("shrink", time.time() - state["shrink_deadline"] + shrink_seconds)
     result.memory = memory.summary()
     if found is not None:
+        try:
+            findings.save(found.case)
+        except Exception as exc:  # noqa: BLE001 - the finding stays in the result and the corpus
+            result.warnings.append(f"could not keep the finding in the example database: {type(exc).__name__}: {exc}")
         result.counterexample = found
         result.shrunk_from = found.case
         if shrink and not interrupted:
