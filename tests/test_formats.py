@@ -741,6 +741,51 @@ def test_rne_by_magic_equals_the_grid_path(fmt, overflow):
     assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
 
 
+@pytest.mark.parametrize("fmt", [f for f in F.ALL if f.precision < 53], ids=ids)
+def test_round_within_range_equals_the_grid_path_inside_its_range(fmt):
+    """``round_within_range`` (the settled-cast test's rounding, for min_normal <= |x| <=
+    max_finite) against the grid path on every value, midpoint and neighbour of fmt inside
+    that range, both signs, and on the range's own ends."""
+    x = _hazards_of_every_value(fmt)
+    x = torch.cat([x, torch.tensor([fmt.min_normal, fmt.max_finite, -fmt.min_normal, -fmt.max_finite],
+                                   dtype=torch.float64)])
+    a = x.abs()
+    x = x[(a >= fmt.min_normal) & (a <= fmt.max_finite)]
+    assert x.numel() > 1000
+    got = F.round_within_range(x, fmt)
+    want = F._round_rest(x, fmt, "rne", "inf", "grid")
+    same = _same_values(got, want)
+    assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
+
+
+@pytest.mark.parametrize("fmt", (F.fp16, F.bf16), ids=ids)
+def test_rne_bound_compares_as_the_rounding_with_every_value_near_it(fmt):
+    """``_rne_bound_by_magic`` (the compiled CPU judgement's bounds) against ``round``: for
+    every hazard x, every value v of fmt next to RN(x) (RN(x) itself, its neighbours, both
+    zeros, +-max_finite, +-inf) compares with the bound as with RN(x), v >= b for lo and v <= b
+    for hi; only values between the two could differ, and those are what is tried."""
+    x = _hazards_of_every_value(fmt)
+    r = F.round(x, fmt, "rne", "inf")
+    vals = F.from_bits(torch.arange(1 << 16), fmt)
+    vals = torch.sort(vals[~vals.isnan()].unique()).values          # -inf .. +inf, one zero
+    at = torch.searchsorted(vals, torch.where(r.isnan(), 0.0, r)).clamp(0, vals.numel() - 1)
+    near = [vals[(at + k).clamp(0, vals.numel() - 1)] for k in (-2, -1, 0, 1, 2)]
+    ends = [torch.full_like(x, v) for v in (0.0, -0.0, fmt.max_finite, -fmt.max_finite, math.inf, -math.inf)]
+    for side in ("lo", "hi"):
+        b = F._rne_bound_by_magic(x, fmt, side)
+        for v in near + ends:
+            got, want = (v >= b, v >= r) if side == "lo" else (v <= b, v <= r)
+            assert torch.equal(got, want), (side, x[got != want][:5], v[got != want][:5])
+
+
+@pytest.mark.parametrize("fmt", (F.fp16, F.bf16, F.fp32, F.e4m3fn, F.e2m1), ids=ids)
+def test_rne_bound_is_the_rounding_outside_compiled_cpu_code(fmt):
+    x = _hazards_of_every_value(fmt)
+    for ov in ("inf", "saturate"):
+        for side in ("lo", "hi"):
+            assert _same_values(F.rne_bound(x, fmt, side, ov), F.round(x, fmt, "rne", ov)).all()
+
+
 @pytest.mark.parametrize("mode", ("up", "down"))
 def test_directed_fp32_by_casts_equals_the_grid_path(mode):
     """Rounding up and down to float32 by a cast and one step, against the grid path: every
@@ -756,6 +801,27 @@ def test_directed_fp32_by_casts_equals_the_grid_path(mode):
     want = F._round_rest(x, F.fp32, mode, "inf", "grid")
     same = _same_values(got, want)
     assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
+
+
+def _finite_hazards(dtype):
+    fi = torch.finfo(dtype)
+    v = torch.tensor([0.0, -0.0, 1.0, -1.5, fi.max, -fi.max, fi.tiny, fi.tiny * 2.0 ** -20 if dtype == torch.float64
+                      else fi.tiny / 8, math.inf, -math.inf, math.nan, -math.nan, 1e300 if dtype == torch.float64
+                      else 3e38], dtype=torch.float64).to(dtype)
+    g = torch.Generator().manual_seed(3)
+    return torch.cat([v, torch.randn(1000, generator=g, dtype=torch.float64).to(dtype)])
+
+
+@pytest.mark.parametrize("backend", ("eager", pytest.param("inductor", marks=pytest.mark.slow)))
+@pytest.mark.parametrize("dtype", (torch.float64, torch.float32))
+def test_finite_is_isfinite_compiled_and_eager(dtype, backend):
+    """``formats.finite``: torch.isfinite eagerly; compiled for the CPU, ``x - x == 0``, equal to
+    it on zeros of both signs, the largest and smallest values, subnormals, infinities and NaNs."""
+    x = _finite_hazards(dtype)
+    assert torch.equal(F.finite(x), torch.isfinite(x))
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda t: F.finite(t), backend=backend, fullgraph=True)
+    assert torch.equal(compiled(x), torch.isfinite(x))
 
 
 @pytest.mark.parametrize("fmt", (F.fp32, F.fp16, F.bf16, F.fp64, F.e4m3fn, F.e5m2, F.e2m1), ids=ids)

@@ -508,14 +508,15 @@ class Tracked:
         fmt = self.fmt
         R = src.radius()
         lo, hi = src.c - R, src.c + R
-        ok = torch.isfinite(R) & (torch.maximum(lo.abs(), hi.abs()) <= fmt.max_finite)
+        ok = F.finite(R) & (torch.maximum(lo.abs(), hi.abs()) <= fmt.max_finite)
         ok &= torch.minimum(lo.abs(), hi.abs()) >= fmt.min_normal
         if self.taint is not None:
             ok &= ~self.taint
         if not self.ctx.any(ok):
             return self
-        rlo = F.round(lo, fmt)
-        decided = ok & (rlo == F.round(hi, fmt))
+        # ok holds only ends inside the format's normal range, all that round_within_range rounds
+        rlo = F.round_within_range(lo, fmt)
+        decided = ok & (rlo == F.round_within_range(hi, fmt))
         if not self.ctx.any(decided):
             return self
         # rounding is monotone and lo <= c <= hi: where RN(lo) = RN(hi), RN(c) is that value too
@@ -1070,7 +1071,7 @@ def _on_fp32_grid(t: Tracked) -> Tracked:
     ctx = t.ctx
     R = t.radius()
     lo, hi = t.c - R, t.c + R
-    ok = torch.isfinite(R) & (torch.maximum(lo.abs(), hi.abs()) <= F.fp32.max_finite)
+    ok = F.finite(R) & (torch.maximum(lo.abs(), hi.abs()) <= F.fp32.max_finite)
     if t.taint is not None:
         ok = ok & ~t.taint
     if not ctx.any(ok & (R > 0)):

@@ -35,5 +35,6 @@ def accepted(y: torch.Tensor, qlo: torch.Tensor, qhi: torch.Tensor) -> torch.Ten
 
 def accepted_interval(lo: torch.Tensor, hi: torch.Tensor, y: torch.Tensor, fmt: F.Format):
     """``accepted(y, *bounds(lo, hi, fmt))``: whether y is the rounding of some
-    value of [lo, hi]."""
-    return accepted(y, *bounds(lo, hi, fmt))
+    value of [lo, hi] (the bounds as ``formats.rne_bound``, which compares as they do)."""
+    ov = store_overflow(fmt)
+    return (y >= F.rne_bound(lo, fmt, "lo", ov)) & (y <= F.rne_bound(hi, fmt, "hi", ov))

@@ -108,7 +108,7 @@ def run_reference(program, inputs, params, profile, condensed=True, nonfinite="e
         if fmt is None:
             args.append(v)
             continue
-        bad = ~torch.isfinite(v)
+        bad = ~F.finite(v)
         taint = None
         if traced:
             any_bad.append(any_of(bad))

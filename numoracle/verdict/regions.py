@@ -49,7 +49,7 @@ def region_of(out: Tracked, n_elements: int, p: float) -> Region:
     else:
         taint = taint.expand(c.shape)
     # a radius that is not a number is a reference the calculus cannot bound
-    taint = taint | ~torch.isfinite(fixed) | ~torch.isfinite(c)
+    taint = taint | ~F.finite(fixed) | ~F.finite(c)
     shape = out.c.shape
     return Region(fmt=out.fmt, centre=c.expand(shape), fixed=fixed.expand(shape), stat=stat.expand(shape),
                   taint=taint.expand(shape), pre=pre)
