@@ -346,16 +346,22 @@ def _rne_by_odd(x: torch.Tensor, fmt: Format) -> torch.Tensor:
     return _to_odd_fp32(x).to(fmt.torch_dtype).to(torch.float64)
 
 
-def _magic(x: torch.Tensor, fmt: Format) -> torch.Tensor:
+def _magic_unsigned_zero(x: torch.Tensor, fmt: Format) -> torch.Tensor:
     """RNE of x to fmt's precision, with fmt's subnormal spacing below its normals and an
     unbounded exponent above (``_magic_covers(fmt)``; finite x, |x| < 2^970), in float64
-    arithmetic alone: with q fmt's spacing in x's binade, x + S for S = 1.5 * 2^52 q lies in
-    [2^52 q, 2^53 q), where float64's spacing is q, so the sum rounds x to a multiple of q,
-    ties to the even multiple (S is one), and subtracting S again is exact.  x's binade is
-    ``_ufp(x)``; below fmt's normals q is its smallest subnormal."""
+    arithmetic alone, a zero result +0 whatever x's sign: with q fmt's spacing in x's binade,
+    x + S for S = 1.5 * 2^52 q lies in [2^52 q, 2^53 q), where float64's spacing is q, so the
+    sum rounds x to a multiple of q, ties to the even multiple (S is one), and subtracting S
+    again is exact.  x's binade is ``_ufp(x)``; below fmt's normals q is its smallest
+    subnormal."""
     q = torch.clamp(_ufp(x) * 2.0 ** (1 - fmt.precision), min=fmt.min_subnormal)
     s = q * (1.5 * 2.0 ** 52)
-    y = (x + s) - s
+    return (x + s) - s
+
+
+def _magic(x: torch.Tensor, fmt: Format) -> torch.Tensor:
+    """``_magic_unsigned_zero`` with a zero result taking x's sign."""
+    y = _magic_unsigned_zero(x, fmt)
     # a zero result takes x's sign (x * 0): copysign is a library call in Inductor's C++, which
     # spills every live vector register around it
     return torch.where(y == 0, x * 0.0, y)
@@ -363,15 +369,13 @@ def _magic(x: torch.Tensor, fmt: Format) -> torch.Tensor:
 
 def round_within_range(x: torch.Tensor, fmt) -> torch.Tensor:
     """RNE of x to fmt, for min_normal <= |x| <= max_finite only (other values give
-    anything): ``_magic`` without what values outside that range need (the subnormal spacing,
-    the sign of a zero, the overflow rule, the clamp), 6 operations against 17.  Formats that
-    ``_magic`` does not cover go through ``round``."""
+    anything): ``_magic_unsigned_zero`` alone, without the clamp, the sign of a zero and the
+    overflow rule that values outside that range need, 7 operations against 17.  Formats that
+    it does not cover go through ``round``."""
     fmt = _fmt(fmt)
     if not _magic_covers(fmt):
         return round(x, fmt)
-    q = _ufp(x) * 2.0 ** (1 - fmt.precision)
-    s = q * (1.5 * 2.0 ** 52)
-    return (x + s) - s
+    return _magic_unsigned_zero(x, fmt)
 
 
 def _ufp(x: torch.Tensor) -> torch.Tensor:
@@ -427,10 +431,7 @@ def _rne_bound_by_magic(x: torch.Tensor, fmt: Format, side: str) -> torch.Tensor
     on the side comparisons see alike: past +max_finite, RN(hi) is +inf and ``v <= RN(hi)``
     holds for every v, as it does for any value above max_finite, but past -max_finite RN(hi)
     is -inf, which only -inf is at or below; the mirror for lo.  13 operations against 18."""
-    x = x.clamp(-2.0 ** 900, 2.0 ** 900)                      # NaN stays NaN
-    q = torch.clamp(_ufp(x) * 2.0 ** (1 - fmt.precision), min=fmt.min_subnormal)
-    s = q * (1.5 * 2.0 ** 52)
-    y = (x + s) - s
+    y = _magic_unsigned_zero(x.clamp(-2.0 ** 900, 2.0 ** 900), fmt)      # NaN stays NaN
     m = fmt.max_finite
     if side == "lo":
         return torch.where(y < -m, -math.inf, y)
