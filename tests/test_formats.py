@@ -859,6 +859,22 @@ def test_representable_against_the_grid_path(fmt):
     assert torch.equal(F.representable(x, fmt), _general_rne(x, fmt) == x)
 
 
+@pytest.mark.parametrize("backend", ("eager", pytest.param("inductor", marks=pytest.mark.slow)))
+@pytest.mark.parametrize("fmt", [F.bf16, F.fp16], ids=str)
+def test_representable_compiled_for_the_cpu_against_the_grid_path(fmt, backend):
+    """representable compiled for the CPU (the rounding by magic, no 16-bit casts) against the
+    grid path on every value, midpoint and neighbour of the format and specials.  Under torch
+    2.11's Inductor the casts' version is wrong there (a float32 -> 16-bit -> float32 round trip
+    folded into the value itself: every value "representable"); run under .ci/gpu-stack, the
+    inductor case fails with the casts and passes with this."""
+    x = _double_rounding_hazards(fmt)
+    x = torch.cat([x, torch.tensor([1e300, -1e-300, 1e-320, fmt.max_finite, fmt.min_subnormal,
+                                    fmt.min_subnormal / 2], dtype=torch.float64)])
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda t: F.representable(t, fmt), backend=backend, fullgraph=True)
+    assert torch.equal(compiled(x), _general_rne(x, fmt) == x)
+
+
 def test_exp2i_reaches_both_ends_of_float64():
     """2**n from bits, with floor(n/2) by an arithmetic shift (negative n included)."""
     n = torch.arange(-1074, 1024, dtype=torch.int64)
