@@ -1,6 +1,7 @@
 """The miscompile safety net: a signature's first compiled call (and its regions
-function's first call) is compared with the same tensor code run eagerly; a mismatch
-leaves the signature eager instead of judging wrongly."""
+function's first call) is compared with the same tensor code run eagerly, and every
+compiled verdict that is not a plain accept with its regions computed again (``Mismatch``
+where they disagree); a mismatch leaves the signature eager instead of judging wrongly."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ import torch
 # the tensors of a quantizer output's judgement, in the order the compiled function returns them
 QUANTIZER_PARTS = ("centre", "lo", "hi", "qlo", "qhi", "rejected", "uncertified")
 REGION_PARTS = ("centre", "fixed", "stat", "taint")
+
+
+class Mismatch(RuntimeError):
+    """A compiled verdict's flags that its regions, computed again, do not give."""
 
 
 def close(a: torch.Tensor, b: torch.Tensor, radius: torch.Tensor | None = None) -> bool:

@@ -19,7 +19,7 @@ from ...oracles import quantizer as QZ
 from ..evaluation import NONFINITE_POLICY_TEXT, decode_outputs, evaluate
 from ..judgement import OutputJudgement, RegionJudgement, RegionTensors, judge_masks
 from . import graphs, holding
-from .compare import check_sites, compare
+from .compare import Mismatch, check_sites, compare
 from .inductor import (
     COMPILE_OPTIONS,
     brief,
@@ -356,6 +356,16 @@ class Plan:
             policy = NONFINITE_POLICY_TEXT
         guard = holding.guard(self.program.name, kept, prints)
         region = (lambda: regions[0]) if full else self._regions(kept, flags, guard)
+        if not full and any(flags[:-1]):
+            # a verdict that is not a plain accept reads its regions before it is given (a reject's
+            # confirmation and explanation read them anyway): computed again, they must give its
+            # flags.  A miscompile that the first call's flags did not show (radii too small where
+            # that call's values were not near them) is caught here, and the signature judged eagerly
+            try:
+                region()
+            except Mismatch as exc:
+                self._fail(exc)
+                return None
         args = [t if kind == "tensor" else (t, fmt) for (kind, fmt), t in zip(self.structs, kept)]
         eager = self._eager(args[:self.n_inputs], args[self.n_inputs:], guard)
         judged = []
@@ -427,10 +437,10 @@ class Plan:
                     _, again, outs = self._function(full=True)(*kept)
                 again = [bool(v) for v in again.tolist()]
                 if again != flags:
-                    raise RuntimeError(
+                    raise Mismatch(
                         f"numoracle: {self.program.name}'s regions give the flags {again} where its verdict "
-                        f"had {flags}; this is a bug in numoracle's compiled path, please report it. "
-                        f"settings(compile='never') judges eagerly.")
+                        f"had {flags}; this is a bug in numoracle's compiled path or in torch.compile, please "
+                        f"report it. settings(compile='never') judges eagerly.")
                 done.append(outs)
             return done[0]
         return get
