@@ -128,11 +128,6 @@ def _block_taint(x: Tracked, block: int) -> Tensor:
     return any_of(Q.groups_of(x.taint.expand(x.c.shape), block), -1)
 
 
-def _amax_enclosure(x: Tracked, block: int):
-    R = x.radius().expand(x.c.shape)
-    lo = (x.c.abs() - R).clamp(min=0)
-    hi = x.c.abs() + R
-    return Q.groups_of(lo, block).amax(-1), Q.groups_of(hi, block).amax(-1)
 
 
 def _check_blocks(x, block: int, who: str) -> int:
@@ -178,7 +173,7 @@ class MXQuantizer:
         return self.fmt.max_finite
 
     def amax_enclosure(self):
-        return _amax_enclosure(self.x, self.block)
+        return Q.amax_enclosure(self.x, self.block)
 
     def exponents(self):
         alo, ahi = self.amax_enclosure()
@@ -230,7 +225,7 @@ class NVFP4Quantizer:
         return ("scales", "codes") if self.given is not None else ("tensor_scale", "scales", "codes")
 
     def amax_enclosure(self):
-        return _amax_enclosure(self.x, self.block)
+        return Q.amax_enclosure(self.x, self.block)
 
     def _div(self):
         return self.x.ctx.profile.model("div").a
