@@ -201,8 +201,8 @@ class Quantizer:
 def amax_enclosure(x, group: int) -> tuple:
     """(lo, hi): each group's amax of the enclosure of x.  An exact x (no error term: an input)
     is its own enclosure, and its one amax is both: one reduction over the groups, not two that
-    compiled code cannot tell are equal (a group of 16 is a horizontal reduction a group in
-    Inductor's C++)."""
+    compiled code cannot tell are equal (in Inductor's C++ each is a horizontal reduction per
+    group)."""
     if x.form.is_zero():
         a = groups_of(x.c.abs(), group).amax(-1)
         return a, a

@@ -128,8 +128,6 @@ def _block_taint(x: Tracked, block: int) -> Tensor:
     return any_of(Q.groups_of(x.taint.expand(x.c.shape), block), -1)
 
 
-
-
 def _check_blocks(x, block: int, who: str) -> int:
     if not isinstance(x, Tracked):
         raise InvalidArgument(f"{who} takes a tracked tensor (a reference program's value), got "

@@ -359,8 +359,8 @@ class Plan:
         if not full and any(flags[:-1]):
             # a verdict that is not a plain accept reads its regions before it is given (a reject's
             # confirmation and explanation read them anyway): computed again, they must give its
-            # flags.  A miscompile that the first call's flags did not show (radii too small where
-            # that call's values were not near them) is caught here, and the signature judged eagerly
+            # flags.  A miscompile that the first call's flags did not show (radii too small, where
+            # that call's values lay near the centres) is caught here, and the signature judged eagerly
             try:
                 region()
             except Mismatch as exc:
