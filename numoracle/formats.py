@@ -509,15 +509,15 @@ def representable(x: torch.Tensor, fmt) -> torch.Tensor:
     if fmt.precision == 53:
         return ~torch.isnan(x)
     if fmt.name in _FAST_RNE:                       # casts: see round()
+        if fmt.name != "fp32" and not _bitcasts_cheap(x):
+            # compiled for the CPU: Inductor's C++ in torch 2.11 folds a float32 -> 16-bit ->
+            # float32 round trip into the value itself, emulate_precision_casts or not
+            # (docs/results/2026-12-05-torch211-lowp-round-trip.md), which made every product
+            # of two bf16 values "exact"; the rounding by magic has no 16-bit casts
+            return _rne_by_magic(x, fmt) == x
         t = x.to(torch.float32)
         exact = t.to(torch.float64) == x
         if fmt.name != "fp32":
-            if not _bitcasts_cheap(x):
-                # compiled for the CPU: Inductor's C++ in torch 2.11 folds a float32 -> 16-bit ->
-                # float32 round trip into the value itself, emulate_precision_casts or not
-                # (docs/results/2026-12-05-torch211-lowp-round-trip.md), which made every product
-                # of two bf16 values "exact"; the rounding by magic has no 16-bit casts
-                return _rne_by_magic(x, fmt) == x
             exact = exact & (t.to(fmt.torch_dtype).to(torch.float32) == t)
         return exact
     return round(x, fmt) == x
