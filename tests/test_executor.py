@@ -273,24 +273,59 @@ def test_a_fuzz_unit_runs_in_the_worker_and_its_corpus_case_is_written_on_the_cl
     assert replay(case, backend="interpreter")["reproduced"]
 
 
+def test_gpu_workers_beyond_the_gpu_count_share_the_gpus_in_turn(monkeypatch):
+    """One worker per visible GPU by default; ``workers`` above the GPU count
+    cycle over them (the local executor used to keep only the first
+    ``workers`` GPUs, so --workers 12 on one GPU ran one process)."""
+    from numoracle.errors import InvalidArgument
+    from numoracle.studies.executors.core import _gpu_worker_names, gpu_slots
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    assert gpu_slots() == ["3", "5"]
+    assert gpu_slots(1) == ["3"]
+    assert gpu_slots(5) == ["3", "5", "3", "5", "3"]
+    assert _gpu_worker_names(["3", "5"], "gpu") == {"gpu3": "3", "gpu5": "5"}
+    assert _gpu_worker_names(gpu_slots(3), "h-gpu") == {"h-gpu3.0": "3", "h-gpu5.0": "5", "h-gpu3.1": "3"}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(InvalidArgument, match="no GPU is visible"):
+        gpu_slots(4)
+
+
+@pytest.mark.slow
+def test_local_workers_split_the_host_cores_for_torch(backend):
+    """Each local worker process uses its share of the host's cores for torch's
+    CPU threads, so workers do not oversubscribe the host."""
+    from numoracle.studies.executors.core import host_cores
+    units = [Unit("probe", OP, "correct", g, (0, 1), backend) for g in ("a", "b", "c", "d")]
+    info = {}
+    got = dict((u.id, r) for u, r in map_units(units, _threads_and_pid, executor="local", workers=2, info=info))
+    assert info["threads"] == max(1, host_cores() // 2)
+    assert {t for t, _ in got.values()} == {info["threads"]}
+    assert len({pid for _, pid in got.values()}) == 2
+
+
+def _threads_and_pid(unit):
+    import torch
+    return torch.get_num_threads(), os.getpid()
+
+
 @needs_dask
 def test_gpu_cluster_pins_one_device_per_worker(monkeypatch):
-    """The gpu backend's cluster, built here without a GPU: one worker per
-    visible device, each with only its own device in CUDA_VISIBLE_DEVICES and
-    the resource GPU=1, so a unit submitted with resources={"GPU": 1} holds a
-    whole device."""
+    """The gpu backend's cluster, built here without a GPU: workers pinned to
+    the visible devices in turn (three workers on two devices), each with only
+    its own device in CUDA_VISIBLE_DEVICES and the resource GPU=1, so a unit
+    submitted with resources={"GPU": 1} holds its worker's share of a device."""
     import distributed
 
     from numoracle.studies.executors.core import start_cluster, wait_for_workers
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    cluster = start_cluster("gpu", memory_limit="1GiB", silence_logs=50)
+    cluster = start_cluster("gpu", workers=3, memory_limit="1GiB", silence_logs=50)
     try:
         with distributed.Client(cluster) as c:
-            wait_for_workers(c, 2)
+            wait_for_workers(c, 3)
             ws = c.scheduler_info()["workers"]
-            assert sorted(w["resources"].get("GPU") for w in ws.values()) == [1, 1]
+            assert sorted(w["resources"].get("GPU") for w in ws.values()) == [1, 1, 1]
             seen = c.run(lambda: (os.environ["CUDA_VISIBLE_DEVICES"], os.environ.get("TRITON_INTERPRET")))
-            assert sorted(v[0] for v in seen.values()) == ["0", "1"]
+            assert sorted(v[0] for v in seen.values()) == ["0", "0", "1"]
             assert all(v[1] != "1" for v in seen.values())
             futs = [c.submit(lambda i: os.environ["CUDA_VISIBLE_DEVICES"], i, resources={"GPU": 1}, pure=False)
                     for i in range(4)]

@@ -14,7 +14,8 @@ def add_arguments(p) -> None:
     p.add_argument("scheduler_address", metavar="SCHEDULER", help="the Dask scheduler (tcp://host:8786)")
     common.add_backend(p, default="gpu", choices=RUNNING)
     p.add_argument("--workers", type=common.positive_int, default=None,
-                   help="workers on this host (default: one per visible GPU; half the cores on the interpreter)")
+                   help="workers on this host (default: one per visible GPU, more share them in turn; half the cores "
+                        "on the interpreter)")
     p.add_argument("--memory-limit", default="0", help="host memory per worker (e.g. 16GiB; 0: no limit)")
 
 

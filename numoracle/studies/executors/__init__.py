@@ -24,13 +24,15 @@ from .core import visible_gpus as visible_gpus
 def add_arguments(p) -> None:
     """``--executor/--scheduler/--workers`` for a subcommand's parser."""
     p.add_argument("--executor", default="local", choices=EXECUTORS,
-                   help="local: one process per visible GPU (gpu) or --workers processes (interpreter, default 1); "
+                   help="local: one process per visible GPU (gpu; --workers above the GPU count share them) or "
+                        "--workers processes (interpreter, default 1); "
                         "dask: a Dask distributed cluster (--scheduler ADDRESS, or one started on this host)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="Dask scheduler to connect to (tcp://host:8786); default: start a local cluster")
     p.add_argument("--workers", type=int, default=None,
-                   help="processes / Dask workers on this host (default: one per GPU; 1 on the interpreter "
-                        "for local, half the cores for dask)")
+                   help="processes / Dask workers on this host (default: one per GPU; more share the GPUs in turn, "
+                        "which pays off where a case is mostly host work, as for small kernels; 1 on the "
+                        "interpreter for local, half the cores for dask)")
 
 
 def wants_executor(args) -> bool:

@@ -10,9 +10,11 @@ whatever retries or resumptions deliver it twice.
 complete:
 
 - ``local`` (the default): one spawned process per visible GPU on the gpu
-  backend (each pinned with ``CUDA_VISIBLE_DEVICES``), ``workers`` processes
-  (default 1) on the interpreter backend; ``workers=0`` runs inline.  A unit
-  whose process dies is run again in a fresh one, up to ``retries`` times.
+  backend (each pinned with ``CUDA_VISIBLE_DEVICES``; ``workers`` above the
+  GPU count share the GPUs in turn), ``workers`` processes (default 1) on the
+  interpreter backend; ``workers=0`` runs inline.  Each process gets an equal
+  share of the host's cores for torch's CPU threads.  A unit whose process
+  dies is run again in a fresh one, up to ``retries`` times.
 - ``dask``: a Dask distributed client -- to ``scheduler`` when given, else to
   a cluster started here (one worker per GPU, pinned through its environment
   and holding the worker resource ``GPU=1``; CPU workers on the interpreter).
@@ -85,11 +87,37 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
 
 
-def prepare_worker(backend: str, device: str | None = None, settings_values: dict | None = None) -> str:
+def gpu_slots(workers: int | None = None) -> list[str]:
+    """The device of each worker process on the gpu backend: every visible GPU
+    once, or ``workers`` processes over the visible GPUs in turn.  More
+    processes than GPUs pay off because a fuzz or campaign case of a small
+    kernel is mostly host work (drawing, launching, small verdicts on the
+    host's CPU), which one process does on one core."""
+    devs = visible_gpus()
+    if not devs:
+        raise InvalidArgument("backend='gpu' but no GPU is visible (CUDA_VISIBLE_DEVICES or torch.cuda); use "
+                              "--backend interpreter.")
+    if not workers:
+        return devs
+    return [devs[i % len(devs)] for i in range(workers)]
+
+
+def host_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def prepare_worker(backend: str, device: str | None = None, settings_values: dict | None = None,
+                   threads: int | None = None) -> str:
     """Set this process up for ``backend`` (idempotent): pin it to ``device``,
     choose Triton's mode before any kernel module is imported, repair the
-    interpreter, take the parent's settings (``settings_values``), and die with the
-    parent (no orphans whatever ends it).  Runs in every worker before its first unit."""
+    interpreter, take the parent's settings (``settings_values``), use ``threads``
+    CPU threads in torch (its default, every core, oversubscribes a host shared by
+    several workers), and die with the parent (no orphans whatever ends it).  Runs
+    in every worker before its first unit."""
     if settings_values is not None:
         from ...config import settings
         from ...processes import die_with_parent
@@ -103,6 +131,9 @@ def prepare_worker(backend: str, device: str | None = None, settings_values: dic
     elif backends.interpret_requested():
         raise InvalidArgument("backend='gpu' in a worker whose environment sets TRITON_INTERPRET=1; start the "
                               "worker without it.")
+    if threads:
+        import torch
+        torch.set_num_threads(threads)
     return backends.select(backend).name
 
 
@@ -171,31 +202,27 @@ def map_units(units, fn, *, executor: str = "local", scheduler: str | None = Non
 
 # ---- local: spawned processes --------------------------------------------------------------------
 
-def _pool(backend: str, device: str | None):
+def _pool(backend: str, device: str | None, threads: int):
     from ...config import settings
-    return cf.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"),
-                                  initializer=prepare_worker, initargs=(backend, device, settings.default.to_dict()))
+    return cf.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"), initializer=prepare_worker,
+                                  initargs=(backend, device, settings.default.to_dict(), threads))
 
 
 def _map_local(units, fn, workers, backend, retries, info):
-    if backend == "gpu":
-        devs = visible_gpus()
-        if not devs:
-            raise InvalidArgument("executor='local' on backend='gpu' but no GPU is visible (CUDA_VISIBLE_DEVICES "
-                                  "or torch.cuda); use --backend interpreter.")
-        if workers:
-            devs = devs[:workers]
+    if backend == "gpu" and workers != 0:
+        devs = gpu_slots(workers)
     else:
         n = 1 if workers is None else workers
         devs = [None] * n
-    info.update(workers=len(devs), devices=[d for d in devs if d is not None])
+    threads = max(1, host_cores() // max(1, len(devs)))
+    info.update(workers=len(devs), devices=[d for d in devs if d is not None], threads=threads)
     if not devs:                                 # workers=0: inline, in this process
         prepare_worker(backend)
         for u in units:
             yield u, _with_retries(fn, u, retries, info)
         return
     pending = collections.deque((u, 0) for u in units)
-    slots = [_pool(backend, d) for d in devs]
+    slots = [_pool(backend, d, threads) for d in devs]
     busy: dict = {}                              # future -> (unit, attempt, slot index)
     try:
         while pending or busy:
@@ -213,7 +240,7 @@ def _map_local(units, fn, workers, backend, retries, info):
                 except BaseException as exc:
                     if isinstance(exc, cf.process.BrokenProcessPool):     # the process died: a new one
                         slots[i].shutdown(wait=False, cancel_futures=True)
-                        slots[i] = _pool(backend, devs[i])
+                        slots[i] = _pool(backend, devs[i], threads)
                         # the other units that were on it are lost with it: run them again too
                         for f2 in [f for f, (_, _, s) in busy.items() if s == i]:
                             u2, a2, _ = busy.pop(f2)
@@ -254,8 +281,8 @@ def _import_dask():
 def start_cluster(backend: str, workers: int | None = None, *, memory_limit=None, host: str = "127.0.0.1",
                   dashboard_address: str = "127.0.0.1:0", **options):
     """A cluster on this host: one single-threaded worker process per visible
-    GPU (``CUDA_VISIBLE_DEVICES`` set in its environment, resource ``GPU=1``)
-    on the gpu backend; ``workers`` CPU worker processes (default: half the
+    GPU (``CUDA_VISIBLE_DEVICES`` set in its environment, resource ``GPU=1``;
+    ``workers`` above the GPU count share them in turn) on the gpu backend; ``workers`` CPU worker processes (default: half the
     cores, at least 1) with TRITON_INTERPRET=1 on the interpreter.
     ``memory_limit``: host memory per worker before Dask pauses/restarts it
     (default 4GiB for CPU workers, none for GPU workers, whose process holds
@@ -265,22 +292,28 @@ def start_cluster(backend: str, workers: int | None = None, *, memory_limit=None
     if memory_limit is None:
         memory_limit = 0 if backend == "gpu" else "4GiB"
     if backend == "gpu":
-        devs = visible_gpus()
-        if not devs:
-            raise InvalidArgument("a Dask cluster for backend='gpu' but no GPU is visible; use --backend "
-                                  "interpreter or start workers on a GPU host.")
-        if workers:
-            devs = devs[:workers]
-        spec = {f"gpu{d}": {"cls": distributed.Nanny,
-                            "options": {"nthreads": 1, "memory_limit": memory_limit, "resources": {"GPU": 1},
-                                        "env": gpu_worker_env(d), "name": f"gpu{d}", "host": host, **options}}
-                for d in devs}
+        names = _gpu_worker_names(gpu_slots(workers), "gpu")
+        spec = {name: {"cls": distributed.Nanny,
+                       "options": {"nthreads": 1, "memory_limit": memory_limit, "resources": {"GPU": 1},
+                                   "env": gpu_worker_env(d), "name": name, "host": host, **options}}
+                for name, d in names.items()}
         sched = {"cls": distributed.Scheduler, "options": {"dashboard_address": dashboard_address, "host": host}}
         return distributed.SpecCluster(workers=spec, scheduler=sched, name="numoracle-gpu")
     n = workers if workers else max(1, (os.cpu_count() or 2) // 2)
     return distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=memory_limit,
                                     host=host, dashboard_address=dashboard_address, env={"TRITON_INTERPRET": "1"},
                                     resources={"CPU": 1}, **options)
+
+
+def _gpu_worker_names(devs: list[str], prefix: str) -> dict:
+    """{worker name: device}: ``{prefix}{device}``, with ``.k`` added where workers share a device."""
+    shared = len(set(devs)) < len(devs)
+    seen: dict = {}
+    out = {}
+    for d in devs:
+        k = seen[d] = seen.get(d, -1) + 1
+        out[f"{prefix}{d}.{k}" if shared else f"{prefix}{d}"] = d
+    return out
 
 
 def gpu_worker_env(device) -> dict:
@@ -370,11 +403,12 @@ async def _serve_workers(scheduler: str, devices, backend: str, memory_limit: st
     import asyncio
     distributed = _import_dask()
     nannies = []
-    for d in devices:
+    names = _gpu_worker_names(devices, f"{name}-{'gpu' if backend == 'gpu' else 'cpu'}")
+    for wname, d in names.items():
         env = gpu_worker_env(d) if backend == "gpu" else {"TRITON_INTERPRET": "1"}
         res = {"GPU": 1} if backend == "gpu" else {"CPU": 1}
         nannies.append(distributed.Nanny(scheduler, nthreads=1, memory_limit=memory_limit, resources=res, env=env,
-                                         name=f"{name}-{'gpu' if backend == 'gpu' else 'cpu'}{d}"))
+                                         name=wname))
     await asyncio.gather(*nannies)
     try:
         await asyncio.gather(*(n.finished() for n in nannies))
@@ -385,15 +419,12 @@ async def _serve_workers(scheduler: str, devices, backend: str, memory_limit: st
 def serve_workers(scheduler: str, *, backend: str = "gpu", workers: int | None = None, memory_limit=0,
                   name: str | None = None) -> None:
     """Start this host's workers for ``scheduler`` and block: one per visible
-    GPU (pinned, resource GPU=1), or ``workers`` CPU workers on the
-    interpreter backend."""
+    GPU (pinned, resource GPU=1; ``workers`` above the GPU count share them in
+    turn), or ``workers`` CPU workers on the interpreter backend."""
     import asyncio
     import socket
     if backend == "gpu":
-        devs = visible_gpus()
-        if not devs:
-            raise InvalidArgument("no GPU visible on this host; give --backend interpreter for CPU workers.")
-        devs = devs[:workers] if workers else devs
+        devs = gpu_slots(workers)
     else:
         devs = [str(i) for i in range(workers or 1)]
     asyncio.run(_serve_workers(scheduler, devs, backend, memory_limit, name or socket.gethostname()))

@@ -190,6 +190,8 @@ def run_fuzz(units, *, executor: str = "local", scheduler: str | None = None, wo
     return {"units": len(units), "units_done": len(merged), "groups": dict(sorted(groups.items())),
             "totals": totals, "exit_reasons": exits, "counterexamples": found, "saved": saved,
             "seconds": round(el, 2), "cases_per_second": round(totals["cases"] / el, 3) if el > 0 else 0.0,
+            # the searches' own time, summed over units: the wall time less process starts and waits
+            "unit_seconds": round(sum(r["seconds"] for r in merged.values()), 3),
             "executor": {k: info.get(k) for k in ("executor", "scheduler", "dashboard", "workers", "resubmitted")},
             "found": bool(found or totals["reject"] or totals["error"] or totals["nan"] or totals["timeout"])}
 
