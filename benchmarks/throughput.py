@@ -16,6 +16,10 @@ Three measurements, each in a fresh process per (side, operator), the sides inte
 - ``fuzz``: ``numoracle.runner.fuzz`` of rms_norm's correct kernel on the interpreter
   backend (no shrinking), cases/s, and the per-case breakdown the run reports (where the
   side reports one).
+- ``cli``: the command a user runs, ``numoracle fuzz OP --backend B --json`` (no saving),
+  serially and with each ``--cli-workers`` count (``--units`` so that every worker has one
+  search per round), each search ``--fuzz-seconds`` long: cases/s over the command's whole
+  wall time (process starts, imports and compiles included) and over the searches' own time.
 
     python benchmarks/throughput.py --side before=/work/main --side after=$PWD \\
         --cases 200 --out docs/results/throughput.json
@@ -306,6 +310,40 @@ def child_hypothesis_loop(op_name: str, backend_name: str, seconds: float, seed:
             "cases_per_s": state["n"] / wall if wall else 0.0}
 
 
+def cli_fuzz(path: str, op_name: str, backend_name: str, seconds: float, seed: int, workers: int | None,
+             isolate: bool) -> dict:
+    """``numoracle fuzz`` as a user runs it, in ``path``'s checkout: serially (``workers``
+    None) or on ``workers`` local processes, with every input group's searches spread so that
+    each worker has one per round."""
+    from math import ceil
+    cmd = [sys.executable, "-m", "numoracle", "fuzz", op_name, "--backend", backend_name, "--seconds",
+           str(seconds), "--seed", str(seed), "--no-save", "--no-shrink", "--json", "--quiet",
+           "--isolate" if isolate else "--no-isolate"]
+    if workers:
+        cmd += ["--workers", str(workers), "--units", str(max(1, ceil(workers / 11)))]
+    env = dict(os.environ, PYTHONPATH=path + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    t = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=path)
+    wall = time.perf_counter() - t
+    try:
+        d = json.loads(p.stdout)
+    except ValueError:
+        return {"error": (p.stderr.strip().splitlines() or ["no output"])[-1][:500], "rc": p.returncode}
+    row = {"op": op_name, "backend": backend_name, "workers": workers, "isolate": isolate, "wall_s": wall,
+           "rc": p.returncode}
+    if workers:
+        row.update(cases=d["totals"]["cases"], totals=d["totals"], units=d["units"],
+                   search_s=d.get("unit_seconds"), executor=d["executor"])
+        row["search_cases_per_s"] = (d["totals"]["cases"] / (d["unit_seconds"] / d["executor"]["workers"])
+                                     if d.get("unit_seconds") else None)
+    else:
+        row.update(cases=d["totals"]["cases"], totals=d["totals"], search_s=d["seconds"],
+                   breakdown=d.get("breakdown"))
+        row["search_cases_per_s"] = d["totals"]["cases"] / d["seconds"] if d["seconds"] else None
+    row["cases_per_s"] = row["cases"] / wall
+    return row
+
+
 def _child(path: str, what: str, *args) -> dict:
     env = dict(os.environ, PYTHONPATH=path + os.pathsep + os.environ.get("PYTHONPATH", ""))
     code = ("import json, sys; sys.path.insert(0, %r); import throughput as T; "
@@ -338,7 +376,12 @@ def main(argv=None) -> int:
                     help="the fuzz run's example database: none, or a new directory (numoracle fuzz's default)")
     ap.add_argument("--fuzz-max-rows", type=int, default=None, help="cap the fuzz run's drawn rows")
     ap.add_argument("--fuzz-max-cols", type=int, default=None, help="cap the fuzz run's drawn columns")
-    ap.add_argument("--skip", default="", help="comma-separated: stream, one, fuzz, loop")
+    ap.add_argument("--cli-workers", default="",
+                    help="comma-separated worker counts for the cli measurement, besides the serial run")
+    ap.add_argument("--cli-isolate", action="store_true",
+                    help="the cli measurement with the kernels in a supervised worker (numoracle fuzz's "
+                         "default) instead of in the searching process")
+    ap.add_argument("--skip", default="", help="comma-separated: stream, one, fuzz, loop, cli")
     ap.add_argument("--out", default="")
     a = ap.parse_args(argv)
     sides = [s.split("=", 1) for s in a.side] or [["this", os.path.dirname(HERE)]]
@@ -348,7 +391,7 @@ def main(argv=None) -> int:
                        "sides": {k: v for k, v in sides}, "machine": platform.node(), "cores": os.cpu_count(),
                        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        "targets": {"stream_ratio": STREAM_TARGET, "one_ratio": ONE_TARGET}},
-              "stream": [], "one": [], "fuzz": []}
+              "stream": [], "one": [], "fuzz": [], "cli": []}
     for name, path in sides:
         commit = subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"], capture_output=True,
                                 text=True).stdout.strip()
@@ -402,6 +445,22 @@ def main(argv=None) -> int:
                 print(f"{name:8s} {r['cases']} cases, {r['cases_per_s']:.1f} cases/s; breakdown: "
                       f"{json.dumps(r['breakdown'])}", flush=True)
             save()
+    if "cli" not in skip:
+        counts = [None] + [int(w) for w in filter(None, a.cli_workers.split(","))]
+        print(f"numoracle fuzz {a.fuzz_op} --backend {a.fuzz_backend} ({'isolated' if a.cli_isolate else 'in-process'} "
+              f"kernels, {a.fuzz_seconds:g} s a search)")
+        for w in counts:
+            for name, path in sides:
+                r = cli_fuzz(path, a.fuzz_op, a.fuzz_backend, a.fuzz_seconds, a.seed, w, a.cli_isolate)
+                r["side"] = name
+                result["cli"].append(r)
+                if "error" in r:
+                    print(f"{name:8s} workers {w or 'serial'}: error {r['error']}", flush=True)
+                else:
+                    print(f"{name:8s} workers {w or 'serial':>6}: {r['cases']} cases in {r['wall_s']:.1f} s: "
+                          f"{r['cases_per_s']:.1f} cases/s over the wall, {r['search_cases_per_s'] or 0:.1f} over the "
+                          f"searches", flush=True)
+                save()
     if "loop" not in skip:
         r = _child(sides[0][1], "hypothesis_loop", a.fuzz_op, a.fuzz_backend, a.fuzz_seconds, a.seed,
                    a.fuzz_max_rows, a.fuzz_max_cols)
