@@ -323,7 +323,7 @@ def cli_fuzz(path: str, op_name: str, backend_name: str, seconds: float, seed: i
         cmd += ["--workers", str(workers), "--units", str(max(1, ceil(workers / 11)))]
     env = dict(os.environ, PYTHONPATH=path + os.pathsep + os.environ.get("PYTHONPATH", ""))
     t = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=path)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=path, check=False)
     wall = time.perf_counter() - t
     try:
         d = json.loads(p.stdout)
@@ -403,64 +403,47 @@ def main(argv=None) -> int:
         if a.out:
             with open(a.out, "w") as fh:
                 json.dump(result, fh, indent=1)
+    def record(section, name, label, r, show):
+        r["side"] = name
+        result[section].append(r)
+        print(f"{name:8s} {label} " + (f"error: {r['error']}" if "error" in r else show(r)), flush=True)
+        save()
+
     if "stream" not in skip:
         print(f"stream of {a.cases} shapes (cold: first stream, warm: the next, new shapes), verdicts/s")
         print(f"{'side':8s} {'operator':26s} {'ref/s':>8s} {'no/s cold':>10s} {'ratio':>7s} {'ref/s':>8s} "
               f"{'no/s warm':>10s} {'ratio':>7s}")
         for op in ops:
             for name, path in sides:
-                r = _child(path, "stream", op, a.cases, a.seed, a.shapes_after, a.device)
-                r["side"] = name
-                result["stream"].append(r)
-                if "error" in r:
-                    print(f"{name:8s} {op:26s} error: {r['error']}", flush=True)
-                else:
-                    print(f"{name:8s} {op:26s} {r['cold_reference_per_s']:8.1f} {r['cold_numoracle_per_s']:10.1f} "
-                          f"{r['cold_ratio']:7.3f} {r['warm_reference_per_s']:8.1f} {r['warm_numoracle_per_s']:10.1f} "
-                          f"{r['warm_ratio']:7.3f}", flush=True)
-                save()
+                record("stream", name, f"{op:26s}", _child(path, "stream", op, a.cases, a.seed, a.shapes_after, a.device),
+                       lambda r: f"{r['cold_reference_per_s']:8.1f} {r['cold_numoracle_per_s']:10.1f} "
+                                 f"{r['cold_ratio']:7.3f} {r['warm_reference_per_s']:8.1f} "
+                                 f"{r['warm_numoracle_per_s']:10.1f} {r['warm_ratio']:7.3f}")
     if "one" not in skip:
         print("one signature, 1,048,576 elements: verdict / float64 reference (best of reps)")
         for op in ops:
             for name, path in sides:
-                r = _child(path, "one", op, a.reps)
-                r["side"] = name
-                result["one"].append(r)
-                if "error" in r:
-                    print(f"{name:8s} {op:26s} error: {r['error']}", flush=True)
-                else:
-                    print(f"{name:8s} {op:26s} ref64 {r['ref64_s'] * 1e3:8.2f} ms  verdict {r['verdict_s'] * 1e3:8.2f} ms"
-                          f"  ratio {r['ratio']:6.2f}  ({r['status']}, warm-up {r['warmup_s']:.1f} s)", flush=True)
-                save()
+                record("one", name, f"{op:26s}", _child(path, "one", op, a.reps),
+                       lambda r: f"ref64 {r['ref64_s'] * 1e3:8.2f} ms  verdict {r['verdict_s'] * 1e3:8.2f} ms  "
+                                 f"ratio {r['ratio']:6.2f}  ({r['status']}, warm-up {r['warmup_s']:.1f} s)")
     if "fuzz" not in skip:
         print(f"fuzz {a.fuzz_op} ({a.fuzz_backend}, no shrinking, {a.fuzz_seconds:g} s)")
         for name, path in sides:
-            r = _child(path, "fuzz", a.fuzz_op, a.fuzz_seconds, a.seed, a.fuzz_backend, a.shapes_after,
-                       a.fuzz_warmup, a.fuzz_database, a.fuzz_max_rows, a.fuzz_max_cols)
-            r["side"] = name
-            result["fuzz"].append(r)
-            if "error" in r:
-                print(f"{name:8s} error: {r['error']}", flush=True)
-            else:
-                print(f"{name:8s} {r['cases']} cases, {r['cases_per_s']:.1f} cases/s; breakdown: "
-                      f"{json.dumps(r['breakdown'])}", flush=True)
-            save()
+            record("fuzz", name, "", _child(path, "fuzz", a.fuzz_op, a.fuzz_seconds, a.seed, a.fuzz_backend,
+                                            a.shapes_after, a.fuzz_warmup, a.fuzz_database, a.fuzz_max_rows,
+                                            a.fuzz_max_cols),
+                   lambda r: f"{r['cases']} cases, {r['cases_per_s']:.1f} cases/s; breakdown: "
+                             f"{json.dumps(r['breakdown'])}")
     if "cli" not in skip:
         counts = [None] + [int(w) for w in filter(None, a.cli_workers.split(","))]
         print(f"numoracle fuzz {a.fuzz_op} --backend {a.fuzz_backend} ({'isolated' if a.cli_isolate else 'in-process'} "
               f"kernels, {a.fuzz_seconds:g} s a search)")
         for w in counts:
             for name, path in sides:
-                r = cli_fuzz(path, a.fuzz_op, a.fuzz_backend, a.fuzz_seconds, a.seed, w, a.cli_isolate)
-                r["side"] = name
-                result["cli"].append(r)
-                if "error" in r:
-                    print(f"{name:8s} workers {w or 'serial'}: error {r['error']}", flush=True)
-                else:
-                    print(f"{name:8s} workers {w or 'serial':>6}: {r['cases']} cases in {r['wall_s']:.1f} s: "
-                          f"{r['cases_per_s']:.1f} cases/s over the wall, {r['search_cases_per_s'] or 0:.1f} over the "
-                          f"searches", flush=True)
-                save()
+                record("cli", name, f"workers {w or 'serial':>6}:",
+                       cli_fuzz(path, a.fuzz_op, a.fuzz_backend, a.fuzz_seconds, a.seed, w, a.cli_isolate),
+                       lambda r: f"{r['cases']} cases in {r['wall_s']:.1f} s: {r['cases_per_s']:.1f} cases/s over "
+                                 f"the wall, {r['search_cases_per_s'] or 0:.1f} over the searches")
     if "loop" not in skip:
         r = _child(sides[0][1], "hypothesis_loop", a.fuzz_op, a.fuzz_backend, a.fuzz_seconds, a.seed,
                    a.fuzz_max_rows, a.fuzz_max_cols)
