@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Where an isolated kernel call's time goes on this machine's device (``--isolate``, the
+supervised worker of ``numoracle.runner.worker``): rms_norm's correct kernel called in-process
+and through the worker, CALLS calls each (default 200), with the parent's pack and unpack timed
+apart and a GPU op's latency in the parent right after a worker call; then a profile of an
+isolated fuzz run (after an 8 s warm-up).
+
+    PYTHONPATH=$PWD python scripts/isolation_cost.py [CALLS]
+
+docs/results/2026-12-05-h200-fuzz-workers.md, 2026-12-05-h100-isolation-diagnosis.txt.
+"""
+import cProfile
+import io
+import pstats
+import sys
+import time
+
+import torch
+
+from numoracle import backends, operators
+from numoracle.runner import fuzz
+from numoracle.runner import worker as W
+from numoracle.runner.execute import call_kernel
+from numoracle.runner.kernels import resolve
+from numoracle.strategies import cases
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def timeit(f, n):
+    """ms a call, after one call outside the clock."""
+    f()
+    t = time.perf_counter()
+    for _ in range(n):
+        f()
+    return (time.perf_counter() - t) / n * 1e3
+
+
+def shape_row(wk, kfn, recipe, rows, cols, n):
+    x = torch.randn(rows, cols, device=DEV).to(torch.bfloat16)
+    w = (torch.rand(cols, device=DEV) + 0.5).to(torch.bfloat16)
+    xs, ws = x.cpu(), w.cpu()
+    packed = W.pack((x, w))
+
+    def parent_op_after_call():
+        wk.call(recipe, [x, w], {}, {})
+        t = time.perf_counter()
+        torch.ones(1, device=DEV).sum().item()
+        return time.perf_counter() - t
+
+    parent_op_after_call()
+    return {"shape": (rows, cols),
+            "inproc": timeit(lambda: call_kernel(kfn, [x, w], {}, {}, device=DEV), n),
+            "worker": timeit(lambda: wk.call(recipe, [x, w], {}, {}), n),
+            "worker_cpu_inputs": timeit(lambda: wk.call(recipe, [xs, ws], {}, {}), n),
+            "pack_dev": timeit(lambda: W.pack((x, w)), n),
+            "pack_cpu": timeit(lambda: W.pack((xs, ws)), n),
+            "unpack_dev": timeit(lambda: W.unpack(packed, DEV), n),
+            "unpack_cpu": timeit(lambda: W.unpack(packed, "cpu"), n),
+            "parent_op_after_call_ms": sum(parent_op_after_call() for _ in range(50)) / 50 * 1e3,
+            "parent_op_alone_ms": timeit(lambda: torch.ones(1, device=DEV).sum().item(), 50)}
+
+
+def main() -> int:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    backend = backends.select("gpu" if DEV == "cuda" else "interpreter")
+    op = operators.get("rms_norm")
+    kfn, _ = resolve(op, "correct")
+    recipe = W.recipe_of(kfn)
+    wk = W.Worker(backend)
+    for rows, cols in ((4, 128), (16, 512), (64, 4096)):
+        row = shape_row(wk, kfn, recipe, rows, cols, n)
+        print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
+    wk.close(kill=True)
+    strategy = cases(op)
+    kw = {"backend": backend, "mode": "statistical", "max_examples": 10**9, "strategy": strategy, "shrink": False,
+          "stop_on_first": False, "database": None, "isolate": True}
+    fuzz(op, "correct", seconds=8, seed=5, **kw)
+    prof = cProfile.Profile()
+    prof.enable()
+    res = fuzz(op, "correct", seconds=12, seed=6, **kw)
+    prof.disable()
+    print(res.totals.cases, "cases", res.to_dict()["breakdown"]["ms_per_case"])
+    for key, lines in (("tottime", 30), ("cumulative", 45)):
+        s = io.StringIO()
+        pstats.Stats(prof, stream=s).sort_stats(key).print_stats(lines)
+        print(s.getvalue()[:9000])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
