@@ -2,10 +2,11 @@
 """Where an isolated kernel call's time goes on this machine's device (``--isolate``, the
 supervised worker of ``numoracle.runner.worker``): rms_norm's correct kernel called in-process
 and through the worker, CALLS calls each (default 200), with the parent's pack and unpack timed
-apart and a GPU op's latency in the parent right after a worker call; then a profile of an
-isolated fuzz run (after an 8 s warm-up).
+apart and a GPU op's latency in the parent right after a worker call; the steps of the
+child's side of a call (``worker.serve``) timed one by one in this process; then, unless
+``--no-fuzz``, a profile of an isolated fuzz run (after an 8 s warm-up).
 
-    PYTHONPATH=$PWD python scripts/isolation_cost.py [CALLS]
+    PYTHONPATH=$PWD python scripts/isolation_cost.py [CALLS] [--no-fuzz]
 
 docs/results/2026-12-05-h200-fuzz-workers.md, 2026-12-05-h100-isolation-diagnosis.txt.
 """
@@ -53,6 +54,8 @@ def shape_row(wk, kfn, recipe, rows, cols, n):
             "inproc": timeit(lambda: call_kernel(kfn, [x, w], {}, {}, device=DEV), n),
             "worker": timeit(lambda: wk.call(recipe, [x, w], {}, {}), n),
             "worker_cpu_inputs": timeit(lambda: wk.call(recipe, [xs, ws], {}, {}), n),
+            # the round trip with torch.clone for a kernel: no Triton launch, no launch record
+            "worker_clone": timeit(lambda: wk.call(("import", "torch:clone"), [x], {}, {}), n),
             "pack_dev": timeit(lambda: W.pack((x, w)), n),
             "pack_cpu": timeit(lambda: W.pack((xs, ws)), n),
             "unpack_dev": timeit(lambda: W.unpack(packed, DEV), n),
@@ -61,8 +64,42 @@ def shape_row(wk, kfn, recipe, rows, cols, n):
             "parent_op_alone_ms": timeit(lambda: torch.ones(1, device=DEV).sum().item(), 50)}
 
 
+def child_steps(kfn, rows, cols, n):
+    """The child's work for one call, step by step (ms): its inputs from the pipe's bytes to
+    the device, the launch under ``launches.recorded``, the wait, the outputs to bytes, its
+    resident-memory reading, the reply's pickling."""
+    import pickle
+
+    from numoracle.runner.launches import recorded
+    x = torch.randn(rows, cols, device=DEV).to(torch.bfloat16)
+    w = (torch.rand(cols, device=DEV) + 0.5).to(torch.bfloat16)
+    msg = pickle.dumps(W.pack((x, w)), protocol=pickle.HIGHEST_PROTOCOL)
+    ins = W.unpack(pickle.loads(msg), DEV)
+    out = kfn(*ins)
+
+    def launch():
+        with recorded():
+            kfn(*ins)
+
+    def launch_sync():
+        launch()
+        if DEV == "cuda":
+            torch.cuda.synchronize()
+
+    sent = W.pack(out)
+    return {"shape": (rows, cols),
+            "unpickle_unpack_to_device": timeit(lambda: W.unpack(pickle.loads(msg), DEV), n),
+            "launch_recorded": timeit(launch, n),
+            "launch_bare": timeit(lambda: kfn(*ins), n),
+            "launch_recorded_and_wait": timeit(launch_sync, n),
+            "pack_outputs": timeit(lambda: W.pack(out), n),
+            "rss_mb": timeit(W.rss_mb, n),
+            "pickle_reply": timeit(lambda: pickle.dumps(("ok", sent, 1.0, {}), protocol=pickle.HIGHEST_PROTOCOL), n)}
+
+
 def main() -> int:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    n = int(args[0]) if args else 200
     backend = backends.select("gpu" if DEV == "cuda" else "interpreter")
     op = operators.get("rms_norm")
     kfn, _ = resolve(op, "correct")
@@ -72,6 +109,11 @@ def main() -> int:
         row = shape_row(wk, kfn, recipe, rows, cols, n)
         print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
     wk.close(kill=True)
+    for rows, cols in ((4, 128), (64, 4096)):
+        row = child_steps(kfn, rows, cols, n)
+        print("child steps", {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
+    if "--no-fuzz" in sys.argv:
+        return 0
     strategy = cases(op)
     kw = {"backend": backend, "mode": "statistical", "max_examples": 10**9, "strategy": strategy, "shrink": False,
           "stop_on_first": False, "database": None, "isolate": True}
