@@ -72,6 +72,20 @@ def test_fuzz_with_a_finding(capsys, tmp_path, seed):
     assert doc["exit_reason"] == "first counterexample" and doc["saved"]
 
 
+@pytest.mark.slow
+def test_fuzz_on_local_workers_sums_its_searches(capsys):
+    """``--workers 2``: two processes, one search per input group (``--units 1``), every case
+    counted once; the searches' own seconds sum over the units, so the run's wall time (process
+    starts included) can be told apart from them."""
+    doc = _one_document(capsys, ["fuzz", "swiglu", "--workers", "2", "--units", "1", "--examples", "2",
+                                 "--max-rows", "2", "--max-cols", "32", "--groups", "calibration,uniform",
+                                 "--no-isolate", "--no-save", "--json"])
+    assert doc["executor"]["executor"] == "local" and doc["executor"]["workers"] == 2
+    assert doc["units"] == doc["units_done"] == 2 and doc["totals"]["cases"] == 4
+    assert sorted(doc["groups"]) == ["calibration", "uniform"]
+    assert 0 < doc["unit_seconds"] <= 2 * doc["seconds"]
+
+
 def test_a_usage_error_is_the_document(capsys):
     doc = _one_document(capsys, ["check", "no_such_op", "--json"], codes=(2,))
     assert doc["exit_code"] == 2 and "unknown operator" in doc["error"]
