@@ -282,8 +282,9 @@ def start_cluster(backend: str, workers: int | None = None, *, memory_limit=None
                   dashboard_address: str = "127.0.0.1:0", **options):
     """A cluster on this host: one single-threaded worker process per visible
     GPU (``CUDA_VISIBLE_DEVICES`` set in its environment, resource ``GPU=1``;
-    ``workers`` above the GPU count share them in turn) on the gpu backend; ``workers`` CPU worker processes (default: half the
-    cores, at least 1) with TRITON_INTERPRET=1 on the interpreter.
+    ``workers`` above the GPU count share them in turn) on the gpu backend;
+    ``workers`` CPU worker processes (default: half the cores, at least 1) with
+    TRITON_INTERPRET=1 on the interpreter.
     ``memory_limit``: host memory per worker before Dask pauses/restarts it
     (default 4GiB for CPU workers, none for GPU workers, whose process holds
     the CUDA context and libraries and whose real limit is the device's).
