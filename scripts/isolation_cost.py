@@ -37,11 +37,27 @@ def timeit(f, n):
     return (time.perf_counter() - t) / n * 1e3
 
 
+def send(region, x):
+    """What a process sends of ``x``: its description, pickled, and its tensors in ``region``."""
+    import pickle
+    tensors = []
+    described = W.pack(x, tensors)
+    spans, size = W.write(region, tensors)
+    return pickle.dumps((described, spans, size), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def receive(region, msg, device):
+    import pickle
+    described, spans, size = pickle.loads(msg)
+    return W.unpack(described, device, region, spans, size)
+
+
 def shape_row(wk, kfn, recipe, rows, cols, n):
     x = torch.randn(rows, cols, device=DEV).to(torch.bfloat16)
     w = (torch.rand(cols, device=DEV) + 0.5).to(torch.bfloat16)
     xs, ws = x.cpu(), w.cpu()
-    packed = W.pack((x, w))
+    region = W._Region()
+    packed = send(region, (x, w))
 
     def parent_op_after_call():
         wk.call(recipe, [x, w], {}, {})
@@ -56,25 +72,24 @@ def shape_row(wk, kfn, recipe, rows, cols, n):
             "worker_cpu_inputs": timeit(lambda: wk.call(recipe, [xs, ws], {}, {}), n),
             # the round trip with torch.clone for a kernel: no Triton launch, no launch record
             "worker_clone": timeit(lambda: wk.call(("import", "torch:clone"), [x], {}, {}), n),
-            "pack_dev": timeit(lambda: W.pack((x, w)), n),
-            "pack_cpu": timeit(lambda: W.pack((xs, ws)), n),
-            "unpack_dev": timeit(lambda: W.unpack(packed, DEV), n),
-            "unpack_cpu": timeit(lambda: W.unpack(packed, "cpu"), n),
+            "pack_dev": timeit(lambda: send(region, (x, w)), n),
+            "pack_cpu": timeit(lambda: send(region, (xs, ws)), n),
+            "unpack_dev": timeit(lambda: receive(region, packed, DEV), n),
+            "unpack_cpu": timeit(lambda: receive(region, packed, "cpu"), n),
             "parent_op_after_call_ms": sum(parent_op_after_call() for _ in range(50)) / 50 * 1e3,
             "parent_op_alone_ms": timeit(lambda: torch.ones(1, device=DEV).sum().item(), 50)}
 
 
 def child_steps(kfn, rows, cols, n):
-    """The child's work for one call, step by step (ms): its inputs from the pipe's bytes to
-    the device, the launch under ``launches.recorded``, the wait, the outputs to bytes, its
-    resident-memory reading, the reply's pickling."""
-    import pickle
-
+    """The child's work for one call, step by step (ms): its inputs from the message and the
+    shared memory to the device, the launch under ``launches.recorded``, the wait, the outputs
+    into the shared memory with the reply's pickling, its resident-memory reading."""
     from numoracle.runner.launches import recorded
     x = torch.randn(rows, cols, device=DEV).to(torch.bfloat16)
     w = (torch.rand(cols, device=DEV) + 0.5).to(torch.bfloat16)
-    msg = pickle.dumps(W.pack((x, w)), protocol=pickle.HIGHEST_PROTOCOL)
-    ins = W.unpack(pickle.loads(msg), DEV)
+    requests, replies = W._Region(), W._Region()
+    msg = send(requests, (x, w))
+    ins = receive(requests, msg, DEV)
     out = kfn(*ins)
 
     def launch():
@@ -86,15 +101,13 @@ def child_steps(kfn, rows, cols, n):
         if DEV == "cuda":
             torch.cuda.synchronize()
 
-    sent = W.pack(out)
     return {"shape": (rows, cols),
-            "unpickle_unpack_to_device": timeit(lambda: W.unpack(pickle.loads(msg), DEV), n),
+            "unpickle_unpack_to_device": timeit(lambda: receive(requests, msg, DEV), n),
             "launch_recorded": timeit(launch, n),
             "launch_bare": timeit(lambda: kfn(*ins), n),
             "launch_recorded_and_wait": timeit(launch_sync, n),
-            "pack_outputs": timeit(lambda: W.pack(out), n),
-            "rss_mb": timeit(W.rss_mb, n),
-            "pickle_reply": timeit(lambda: pickle.dumps(("ok", sent, 1.0, {}), protocol=pickle.HIGHEST_PROTOCOL), n)}
+            "outputs_to_reply": timeit(lambda: send(replies, out), n),
+            "rss_mb": timeit(W.rss_mb, n)}
 
 
 def main() -> int:

@@ -18,7 +18,11 @@ run kernels in a child process that this process supervises:
 * the child dies with its parent (``PR_SET_PDEATHSIG`` where Linux offers it, and a thread
   that watches the parent's pid everywhere), ignores SIGINT (Ctrl-C in a terminal reaches
   the whole process group: the parent decides), and sends only plain data back: tensors as
-  (dtype, shape, bytes), anything else as its ``repr``;
+  (dtype, shape, place in shared memory), anything else as its ``repr``;
+* tensors cross in two shared-memory files per child (``_Region``: one the parent writes,
+  one the child writes), so that the pipe carries only a small description: one copy each
+  way, where pickled bytes through a pipe cost five (docs/performance.md, "A kernel in a
+  worker process");
 * the child says its resident memory after every call, so that a run can watch it.
 
 A kernel is named to the child by a *recipe*, since a function cannot cross a process
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import atexit
 import importlib
+import mmap
 import os
 import pickle
 import select
@@ -48,6 +53,7 @@ from .outcomes import Execution
 # set on a kernel to say how another process can make it (see the module docstring)
 RECIPE = "__numoracle_recipe__"
 _STARTUP_SECONDS = 300.0           # imports and backend set-up, which are not the kernel's time
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 # ---- recipes ---------------------------------------------------------------------------
@@ -98,25 +104,95 @@ def make(recipe):
     raise ValueError(f"unknown kernel recipe {recipe!r}")
 
 
-# ---- plain data across the pipe ----------------------------------------------------------
+# ---- plain data across the pipe, tensors through shared memory ----------------------------
 
-def pack(x):
-    """Tensors as (dtype, shape, bytes); containers of them; plain values as they are;
-    anything else as its repr (the parent never unpickles an object the kernel made)."""
+class _Region:
+    """A shared-memory file that one process writes tensors into and the other reads them
+    from.  The writer sizes it (``writable``); the reader maps what the message says was
+    written (``readable``); ``bytes`` is the mapping as a uint8 tensor.  A mapping is replaced,
+    never closed: a tensor may still view it."""
+
+    SMALLEST = 1 << 20
+    SHRINK_ABOVE = 1 << 26              # a file this large shrinks when a call needs a quarter of it
+
+    def __init__(self, fd: int | None = None):
+        self.fd = _anonymous_file() if fd is None else fd
+        self.bytes = None
+        self.size = 0
+
+    def _map(self, size: int) -> None:
+        import torch
+        self.bytes, self.size = torch.frombuffer(mmap.mmap(self.fd, size), dtype=torch.uint8), size
+
+    def writable(self, n: int):
+        want = max(self.SMALLEST, 1 << max(n - 1, 0).bit_length())
+        if n > self.size or (self.size > self.SHRINK_ABOVE and 4 * want <= self.size):
+            os.ftruncate(self.fd, want)
+            self._map(want)
+        return self.bytes
+
+    def readable(self, n: int):
+        if n > self.size:
+            size = os.fstat(self.fd).st_size
+            if size < n:
+                raise ValueError(f"the shared-memory file holds {size} bytes, the message says {n}")
+            self._map(size)
+        return self.bytes
+
+    def close(self) -> None:
+        self.bytes = None
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+def _anonymous_file() -> int:
+    """A file descriptor of a file in memory with no name (an unlinked temporary file where
+    the system has no ``memfd_create``)."""
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create("numoracle-worker", getattr(os, "MFD_CLOEXEC", 0))
+    fd, path = tempfile.mkstemp(prefix="numoracle-worker-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    os.unlink(path)
+    return fd
+
+
+def pack(x, tensors: list):
+    """Tensors as (dtype, shape, slot in ``tensors``), appending them there; containers of
+    them; plain values as they are; anything else as its repr (the parent never unpickles an
+    object the kernel made).  ``write`` then puts ``tensors`` in shared memory."""
     import torch
     if isinstance(x, torch.Tensor):
+        spec = {"__tensor__": str(x.dtype).removeprefix("torch."), "shape": list(x.shape)}
         if x.device.type == "meta":            # no data to send: the parent sees where it was
-            return {"__tensor__": str(x.dtype).removeprefix("torch."), "shape": list(x.shape), "meta": True}
-        t = x.detach().cpu().contiguous()
-        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        return {"__tensor__": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "data": raw}
+            return {**spec, "meta": True}
+        tensors.append(x.detach())
+        # a tensor on the CPU stays there; one on an accelerator lands on the receiver's device
+        return {**spec, "slot": len(tensors) - 1, "cpu": x.device.type == "cpu"}
     if isinstance(x, (tuple, list)):
-        return {"__seq__": type(x).__name__, "items": [pack(v) for v in x]}
+        return {"__seq__": type(x).__name__, "items": [pack(v, tensors) for v in x]}
     if isinstance(x, dict):
-        return {"__dict__": [(str(k), pack(v)) for k, v in x.items()]}
+        return {"__dict__": [(str(k), pack(v, tensors)) for k, v in x.items()]}
     if x is None or isinstance(x, (bool, int, float, str, bytes)):
         return x
     return {"__repr__": repr(x)[:300], "type": type(x).__name__}
+
+
+def write(region: _Region, tensors: list) -> tuple:
+    """Copy ``tensors`` into ``region`` (from any device): their (offset, bytes) and the bytes
+    used, which the message carries to the reader."""
+    import torch
+    spans, at = [], 0
+    for t in tensors:
+        n = t.numel() * t.element_size()
+        spans.append((at, n))
+        at += (n + 63) & ~63                   # every tensor 64-byte aligned, for any dtype's view
+    if at:
+        space = region.writable(at)
+        for t, (off, n) in zip(tensors, spans):
+            if n:
+                space[off:off + n].copy_(t.reshape(-1).view(torch.uint8))
+    return tuple(spans), at
 
 
 class Unpicklable:
@@ -129,25 +205,36 @@ class Unpicklable:
         return self.text
 
 
-def unpack(x, device="cpu"):
+def unpack(x, device="cpu", region: _Region | None = None, spans=(), size: int = 0):
+    """What ``pack`` described, its tensors copied out of ``region`` onto ``device``."""
     import torch
-    if isinstance(x, dict):
-        if "__tensor__" in x:
-            dt = getattr(torch, x["__tensor__"])
-            if x.get("meta"):
-                return torch.empty(x["shape"], dtype=dt, device="meta")
-            if not x["data"]:
-                return torch.empty(x["shape"], dtype=dt, device=device)
-            flat = torch.frombuffer(bytearray(x["data"]), dtype=torch.uint8).view(dt)
-            return flat.reshape(x["shape"]).to(device)
-        if "__seq__" in x:
-            items = [unpack(v, device) for v in x["items"]]
-            return tuple(items) if x["__seq__"] == "tuple" else items
-        if "__dict__" in x:
-            return {k: unpack(v, device) for k, v in x["__dict__"]}
-        if "__repr__" in x:
-            return Unpicklable(x["__repr__"], x["type"])
-    return x
+    space = region.readable(size) if size else None
+
+    def tensor(spec):
+        dt = getattr(torch, spec["__tensor__"])
+        if spec.get("meta"):
+            return torch.empty(spec["shape"], dtype=dt, device="meta")
+        where = "cpu" if spec["cpu"] else device
+        off, n = spans[spec["slot"]]
+        if not n:
+            return torch.empty(spec["shape"], dtype=dt, device=where)
+        view = space[off:off + n].view(dt).reshape(spec["shape"])
+        # a copy either way: the region is overwritten by the next call
+        return view.clone() if torch.device(where).type == "cpu" else view.to(where)
+
+    def walk(v):
+        if isinstance(v, dict):
+            if "__tensor__" in v:
+                return tensor(v)
+            if "__seq__" in v:
+                items = [walk(i) for i in v["items"]]
+                return tuple(items) if v["__seq__"] == "tuple" else items
+            if "__dict__" in v:
+                return {k: walk(i) for k, i in v["__dict__"]}
+            if "__repr__" in v:
+                return Unpicklable(v["__repr__"], v["type"])
+        return v
+    return walk(x)
 
 
 def _send(fd: int, msg) -> None:
@@ -182,11 +269,18 @@ def _receive(fd: int, deadline: float | None):
     return None if body is None else pickle.loads(body)
 
 
+_STATM: dict = {}          # pid -> an open /proc/<pid>/statm (read at every call: opened once)
+
+
 def rss_mb() -> float:
     """This process's resident memory in MiB (peak where the current figure is unknown)."""
     try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+        pid = os.getpid()
+        fd = _STATM.get(pid)
+        if fd is None:
+            _STATM.clear()                 # a forked child's inherited descriptor names its parent
+            fd = _STATM[pid] = os.open(f"/proc/{pid}/statm", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        return int(os.pread(fd, 200, 0).split()[1]) * _PAGE / 2**20
     except (OSError, ValueError, IndexError):
         import resource
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -240,7 +334,10 @@ class _Zygote:
         return self.proc.poll() is None
 
     def fork(self, recipes, fds) -> int:
-        return self._request(("fork", list(recipes)), fds=fds)[1]
+        import torch
+        # the child computes with as many threads as this process (a local executor's worker
+        # has its share of the cores), not the zygote's default of every core
+        return self._request(("fork", list(recipes), torch.get_num_threads()), fds=fds)[1]
 
     def wait(self, pid: int) -> int:
         """The child's exit code as subprocess gives it (negative: killed by that signal)."""
@@ -267,18 +364,22 @@ class _Child:
         res_r, res_w = os.pipe()
         self.log = tempfile.TemporaryFile(prefix="numoracle-worker-")
         self.zygote = zygote
+        self.requests, self.replies = _Region(), _Region()
         try:
-            self.pid = zygote.fork(recipes, (req_r, res_w, self.log.fileno()))
+            self.pid = zygote.fork(recipes, (req_r, res_w, self.log.fileno(), self.requests.fd, self.replies.fd))
         except BaseException:
             for fd in (req_r, req_w, res_r, res_w):
                 os.close(fd)
             self.log.close()
+            self.requests.close()
+            self.replies.close()
             raise
         os.close(req_r)
         os.close(res_w)
         self.to, self.frm = req_w, res_r
         self.code = None
         self.ready = False
+        self.sent_values = None          # the settings the child has (sent again only when they change)
 
     def wait_ready(self) -> None:
         if self.ready:
@@ -332,6 +433,8 @@ class _Child:
             except RuntimeError:       # the zygote is gone, and its children with it
                 pass
         self.log.close()
+        self.requests.close()
+        self.replies.close()
 
 
 class Worker:
@@ -388,13 +491,21 @@ class Worker:
         t0 = time.perf_counter()
         if recipe not in self._recipes:
             self._recipes.append(recipe)
+        tensors: list = []
+        described = (pack(tuple(inputs), tensors), pack(dict(params), tensors), pack(dict(config), tensors))
         # the settings of this call (an autotuned kernel's config on the interpreter reads them)
-        msg = ("call", recipe, pack(tuple(inputs)), pack(dict(params)), pack(dict(config)), self._values())
+        values = self._values()
         for attempt in (0, 1):
             if not self.alive():
                 self.start()
+            child = self._child
+            spans, size = write(child.requests, tensors)
+            changed = values != child.sent_values
+            msg = ("call", recipe, *described, spans, size, values if changed else None)
             try:
-                _send(self._child.to, msg)
+                _send(child.to, msg)
+                if changed:
+                    child.sent_values = values
                 break
             except OSError:
                 # the child died after its last call: that death is nobody's case; start afresh
@@ -421,9 +532,10 @@ class Worker:
             return Execution("crash", error=f"the worker process {why}", error_type=what, traceback=tail,
                              seconds=time.perf_counter() - t0, where="worker")
         if reply[0] == "ok":
-            _, outs, rss, launch = reply
-            return Execution("ok", unpack(outs, self.backend.device), seconds=time.perf_counter() - t0,
-                             where="worker", rss_mb=rss, launch=unpack(launch))
+            _, outs, launch, spans, size, rss = reply
+            return Execution("ok", unpack(outs, self.backend.device, child.replies, spans, size),
+                             seconds=time.perf_counter() - t0, where="worker", rss_mb=rss,
+                             launch=unpack(launch, "cpu", child.replies, spans, size))
         _, error_type, text, tb, origin, rss = reply
         return Execution("error", error=text, error_type=error_type, traceback=tb, origin=origin,
                          seconds=time.perf_counter() - t0, where="worker", rss_mb=rss)
@@ -519,7 +631,7 @@ def zygote(sock_fd: int) -> int:  # pragma: no cover - runs in the zygote
     kernels: dict = {}
     while True:
         try:
-            head, fds, _, _ = socket.recv_fds(sock, 8, 3)
+            head, fds, _, _ = socket.recv_fds(sock, 8, 5)
         except OSError:
             return 0
         if len(head) < 8:
@@ -536,7 +648,8 @@ def zygote(sock_fd: int) -> int:  # pragma: no cover - runs in the zygote
                 code = 0
             _send(sock_fd, ("status", code))
             continue
-        for recipe in msg[1]:                 # kernels imported once, here, inherited by every child
+        _, recipes, child_threads = msg
+        for recipe in recipes:                # kernels imported once, here, inherited by every child
             if recipe not in kernels and not on_gpu:
                 try:
                     kernels[recipe] = make(recipe)
@@ -546,9 +659,9 @@ def zygote(sock_fd: int) -> int:  # pragma: no cover - runs in the zygote
         if pid == 0:
             try:
                 sock.close()
-                req_fd, res_fd, log_fd = fds
-                torch.set_num_threads(threads)
-                code = serve(req_fd, res_fd, log_fd, info, backend, kernels)
+                req_fd, res_fd, log_fd, req_shm, res_shm = fds
+                torch.set_num_threads(child_threads or threads)
+                code = serve(req_fd, res_fd, log_fd, (_Region(req_shm), _Region(res_shm)), info, backend, kernels)
             except BaseException:  # noqa: BLE001
                 code = 1
             os._exit(code)
@@ -557,7 +670,7 @@ def zygote(sock_fd: int) -> int:  # pragma: no cover - runs in the zygote
         _send(sock_fd, ("forked", pid))
 
 
-def serve(req_fd: int, res_fd: int, log_fd: int, info: dict, backend, kernels: dict) -> int:  # pragma: no cover
+def serve(req_fd: int, res_fd: int, log_fd: int, regions, info: dict, backend, kernels: dict) -> int:  # pragma: no cover
     """A child's loop: run each call's kernel, answer with its outputs or its exception."""
     import faulthandler
     import traceback
@@ -578,12 +691,13 @@ def serve(req_fd: int, res_fd: int, log_fd: int, info: dict, backend, kernels: d
     _send(res_fd, ("ready", os.getpid()))
     from ..config import settings
     current = info["settings"]
+    requests, replies = regions
     while True:
         msg = _receive(req_fd, None)
         if msg is None or msg[0] != "call":
             return 0
-        _, recipe, inputs, params, config, values = msg
-        if values != current:
+        _, recipe, inputs, params, config, spans, size, values = msg
+        if values is not None and values != current:
             settings.register_profile("numoracle-worker", **values)
             settings.load_profile("numoracle-worker")
             current = values
@@ -591,24 +705,34 @@ def serve(req_fd: int, res_fd: int, log_fd: int, info: dict, backend, kernels: d
             kernel = kernels.get(recipe)
             if kernel is None:
                 kernel = kernels[recipe] = make(recipe)
-            ins = unpack(inputs, backend.device)
+            ins, params, config = (unpack(v, backend.device, requests, spans, size) for v in (inputs, params, config))
             with recorded() as launch:
-                out = kernel(*ins, **unpack(params), **unpack(config))
+                out = kernel(*ins, **params, **config)
             if backend.device.startswith("cuda"):
                 torch.cuda.synchronize()
-            sent = pack(out)
         except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt included: the kernel's
-            reply = ("error", type(exc).__name__, f"{type(exc).__name__}: {exc}"[:800],
-                     traceback.format_exc()[-1500:], _origin(exc.__traceback__), rss_mb())
+            reply = _error_reply(exc)
         else:
-            reply = ("ok", sent, rss_mb(), pack(launch))
+            try:
+                tensors: list = []
+                sent = (pack(out, tensors), pack(launch, tensors))
+                reply = ("ok", *sent, *write(replies, tensors), rss_mb())
+            except BaseException as exc:  # noqa: BLE001 - the outputs cannot be sent: say so instead
+                reply = ("error", type(exc).__name__, f"the kernel's outputs cannot be sent to the parent: "
+                         f"{type(exc).__name__}: {exc}"[:800], traceback.format_exc()[-1500:], "", rss_mb())
         try:
             _send(res_fd, reply)
         except OSError:                        # the parent is gone
             return 0
-        except BaseException:  # noqa: BLE001 - the outputs would not pickle: say so instead
+        except BaseException:  # noqa: BLE001 - the reply would not pickle: say so instead
             _send(res_fd, ("error", "TypeError", "the kernel's outputs cannot be sent to the parent",
                            "", "", rss_mb()))
+
+
+def _error_reply(exc: BaseException) -> tuple:  # pragma: no cover - runs in the child
+    import traceback
+    return ("error", type(exc).__name__, f"{type(exc).__name__}: {exc}"[:800],
+            traceback.format_exc()[-1500:], _origin(exc.__traceback__), rss_mb())
 
 
 def _main(argv: list[str]) -> int:  # pragma: no cover - runs in the zygote
