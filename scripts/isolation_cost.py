@@ -3,16 +3,25 @@
 supervised worker of ``numoracle.runner.worker``): rms_norm's correct kernel called in-process
 and through the worker, CALLS calls each (default 200), with the parent's pack and unpack timed
 apart and a GPU op's latency in the parent right after a worker call; the steps of the
-child's side of a call (``worker.serve``) timed one by one in this process; then, unless
-``--no-fuzz``, a profile of an isolated fuzz run (after an 8 s warm-up).
+child's side of a call (``worker.serve``) timed one by one in this process; the kernel over
+300 random shapes (rows 1-64, columns 1-4096) in-process and through the worker, twice (the
+second pass with every specialization loaded); then, unless ``--no-fuzz``, a profile of an
+isolated fuzz run (after an 8 s warm-up).  ``--pingpong`` measures only the round trip of one
+byte between two processes over pipes, sleeping on the pipe or polling it, with a GPU op (and
+its wait) in the child, the parent, both or neither.
 
-    PYTHONPATH=$PWD python scripts/isolation_cost.py [CALLS] [--no-fuzz]
+    PYTHONPATH=$PWD python scripts/isolation_cost.py [CALLS] [--no-fuzz] [--pingpong]
 
-docs/results/2026-12-05-h200-fuzz-workers.md, 2026-12-05-h100-isolation-diagnosis.txt.
+docs/results/2026-12-05-h200-fuzz-workers.md, 2026-12-05-h100-isolation-diagnosis.txt,
+2026-12-05-h100-worker-transport.md.
 """
 import cProfile
 import io
+import json
+import os
 import pstats
+import random
+import subprocess
 import sys
 import time
 
@@ -110,7 +119,86 @@ def child_steps(kfn, rows, cols, n):
             "rss_mb": timeit(W.rss_mb, n)}
 
 
+def stream_row(wk, kfn, recipe, n=300, seed=0) -> dict:
+    """ms a call over n random shapes: in-process, then through the worker, two passes each."""
+    rng = random.Random(seed)
+    shapes = [(rng.randint(1, 64), rng.randint(1, 4096)) for _ in range(n)]
+    ins = [(torch.randn(r, c, device=DEV).to(torch.bfloat16), (torch.rand(c, device=DEV) + .5).to(torch.bfloat16))
+           for r, c in shapes]
+    row = {}
+    for name, f in (("inproc", lambda xw: call_kernel(kfn, list(xw), {}, {}, device=DEV)),
+                    ("worker", lambda xw: wk.call(recipe, list(xw), {}, {}))):
+        for p in ("first", "second"):
+            t = time.perf_counter()
+            for xw in ins:
+                f(xw)
+            row[f"{name}_{p}"] = (time.perf_counter() - t) / n * 1e3
+    return row
+
+
+def _read1(fd, poll):
+    while True:
+        try:
+            return os.read(fd, 1)
+        except BlockingIOError:
+            if not poll:
+                raise
+
+
+def pingpong_child(r, w, poll, gpu):
+    if poll:
+        os.set_blocking(r, False)
+    x = torch.ones(1, device="cuda") if gpu else None
+    os.write(w, b"r")
+    while True:
+        b = _read1(r, poll)
+        if not b or b == b"q":
+            return
+        if gpu:
+            x.add_(1)
+            torch.cuda.synchronize()
+        os.write(w, b"k")
+
+
+def pingpong(parent_poll, child_poll, child_gpu, parent_gpu, n=3000) -> dict:
+    """us a round trip of one byte to a child process and back."""
+    r1, w1 = os.pipe()
+    r2, w2 = os.pipe()
+    p = subprocess.Popen([sys.executable, __file__, "--pingpong-child", str(r1), str(w2), str(int(child_poll)),
+                          str(int(child_gpu))], pass_fds=(r1, w2))
+    os.close(r1)
+    os.close(w2)
+    os.read(r2, 1)
+    if parent_poll:
+        os.set_blocking(r2, False)
+    y = torch.ones(1, device="cuda") if parent_gpu else None
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter()
+        os.write(w1, b"c")
+        _read1(r2, parent_poll)
+        ts.append(time.perf_counter() - t)
+        if parent_gpu:
+            y.add_(1)
+            torch.cuda.synchronize()
+    os.write(w1, b"q")
+    p.wait()
+    ts.sort()
+    return {"parent_polls": parent_poll, "child_polls": child_poll, "child_gpu": child_gpu, "parent_gpu": parent_gpu,
+            "median_us": round(ts[n // 2] * 1e6, 1), "p90_us": round(ts[int(n * .9)] * 1e6, 1)}
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--pingpong-child"]:
+        pingpong_child(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5] == "1")
+        return 0
+    if "--pingpong" in sys.argv:
+        confs = [(0, 0, 0, 0), (1, 0, 0, 0), (1, 1, 0, 0)]
+        if DEV == "cuda":
+            confs += [(0, 0, 1, 0), (0, 0, 1, 1), (1, 0, 1, 1), (1, 1, 1, 1)]
+        for c in confs:
+            print(json.dumps(pingpong(*map(bool, c))), flush=True)
+        return 0
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     n = int(args[0]) if args else 200
     backend = backends.select("gpu" if DEV == "cuda" else "interpreter")
@@ -121,6 +209,9 @@ def main() -> int:
     for rows, cols in ((4, 128), (16, 512), (64, 4096)):
         row = shape_row(wk, kfn, recipe, rows, cols, n)
         print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
+    row = stream_row(wk, kfn, recipe, 300 if DEV == "cuda" else 10)
+    print("300 random shapes" if DEV == "cuda" else "10 random shapes",
+          {k: round(v, 3) for k, v in row.items()}, flush=True)
     wk.close(kill=True)
     for rows, cols in ((4, 128), (64, 4096)):
         row = child_steps(kfn, rows, cols, n)

@@ -106,3 +106,14 @@ def test_the_child_computes_with_this_process_thread_count(worker):
         assert ran.ok and ran.outputs == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_the_parent_polls_for_short_calls_only(worker):
+    import time
+    for _ in range(12):                        # the moving average of calls' seconds settles past the poll's
+        assert worker.call(("import", "time:sleep"), [0.02], {}, {}).ok
+    cpu = time.process_time()
+    for _ in range(10):
+        assert worker.call(("import", "time:sleep"), [0.02], {}, {}).ok
+    # polling would cost this process 3 ms a call; sleeping on the pipe costs it next to nothing
+    assert time.process_time() - cpu < 0.012

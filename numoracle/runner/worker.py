@@ -54,6 +54,10 @@ from .outcomes import Execution
 RECIPE = "__numoracle_recipe__"
 _STARTUP_SECONDS = 300.0           # imports and backend set-up, which are not the kernel's time
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+# how long the parent polls for a reply before it sleeps on the pipe, while calls are this
+# short: on a GPU host a reply to a sleeping parent cost it 2-3x more per fuzz case than
+# one it polled for (docs/results/2026-12-05-h100-worker-transport.md)
+_POLL_SECONDS = 0.003
 
 
 # ---- recipes ---------------------------------------------------------------------------
@@ -261,6 +265,13 @@ def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes | None:
     return b"".join(chunks)
 
 
+def _poll(fd: int, seconds: float) -> None:
+    """Wait up to ``seconds`` for ``fd`` to become readable without sleeping."""
+    end = time.perf_counter() + seconds
+    while not select.select([fd], [], [], 0)[0] and time.perf_counter() < end:
+        pass
+
+
 def _receive(fd: int, deadline: float | None):
     head = _read_exactly(fd, 8, deadline)
     if head is None:
@@ -449,6 +460,7 @@ class Worker:
         self._zygote: _Zygote | None = None
         self._child: _Child | None = None
         self._recipes: list = []           # kernels the zygote imports before it forks
+        self._typical = 0.0                # a moving average of calls' seconds: poll for short ones only
 
     @property
     def pid(self) -> int | None:
@@ -515,6 +527,8 @@ class Worker:
         self.calls += 1
         child = self._child
         deadline = None if not timeout else time.monotonic() + timeout
+        if self._typical < _POLL_SECONDS:
+            _poll(child.frm, _POLL_SECONDS)
         try:
             reply = _receive(child.frm, deadline)
         except TimeoutError:
@@ -531,6 +545,7 @@ class Worker:
             self._lose()
             return Execution("crash", error=f"the worker process {why}", error_type=what, traceback=tail,
                              seconds=time.perf_counter() - t0, where="worker")
+        self._typical = 0.8 * self._typical + 0.2 * (time.perf_counter() - t0)
         if reply[0] == "ok":
             _, outs, launch, spans, size, rss = reply
             return Execution("ok", unpack(outs, self.backend.device, child.replies, spans, size),
