@@ -110,7 +110,7 @@ def test_the_child_computes_with_this_process_thread_count(worker):
 
 def test_the_parent_polls_for_short_calls_only(worker):
     import time
-    for _ in range(12):                        # the moving average of calls' seconds settles past the poll's
+    for _ in range(6):                         # the median of the last calls passes the poll's limit
         assert worker.call(("import", "time:sleep"), [0.02], {}, {}).ok
     cpu = time.process_time()
     for _ in range(10):

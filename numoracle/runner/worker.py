@@ -35,6 +35,7 @@ in-process.
 from __future__ import annotations
 
 import atexit
+import collections
 import importlib
 import mmap
 import os
@@ -55,8 +56,8 @@ RECIPE = "__numoracle_recipe__"
 _STARTUP_SECONDS = 300.0           # imports and backend set-up, which are not the kernel's time
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 # how long the parent polls for a reply before it sleeps on the pipe, while calls are this
-# short: on a GPU host a reply to a sleeping parent cost it 2-3x more per fuzz case than
-# one it polled for (docs/results/2026-12-05-h100-worker-transport.md)
+# short: on two H100 hosts a parent that slept on the pipe at every case was slower in every
+# phase of the case, not only the call (docs/results/2026-12-05-h100-worker-transport.md)
 _POLL_SECONDS = 0.003
 
 
@@ -460,7 +461,9 @@ class Worker:
         self._zygote: _Zygote | None = None
         self._child: _Child | None = None
         self._recipes: list = []           # kernels the zygote imports before it forks
-        self._typical = 0.0                # a moving average of calls' seconds: poll for short ones only
+        # the last calls' seconds: the parent polls while their median is short (a kernel's
+        # first calls, which load its specializations, do not stop it)
+        self._recent: collections.deque = collections.deque(maxlen=9)
 
     @property
     def pid(self) -> int | None:
@@ -527,7 +530,7 @@ class Worker:
         self.calls += 1
         child = self._child
         deadline = None if not timeout else time.monotonic() + timeout
-        if self._typical < _POLL_SECONDS:
+        if not self._recent or sorted(self._recent)[len(self._recent) // 2] < _POLL_SECONDS:
             _poll(child.frm, _POLL_SECONDS)
         try:
             reply = _receive(child.frm, deadline)
@@ -545,7 +548,7 @@ class Worker:
             self._lose()
             return Execution("crash", error=f"the worker process {why}", error_type=what, traceback=tail,
                              seconds=time.perf_counter() - t0, where="worker")
-        self._typical = 0.8 * self._typical + 0.2 * (time.perf_counter() - t0)
+        self._recent.append(time.perf_counter() - t0)
         if reply[0] == "ok":
             _, outs, launch, spans, size, rss = reply
             return Execution("ok", unpack(outs, self.backend.device, child.replies, spans, size),
