@@ -108,3 +108,24 @@ def test_the_worker_process_is_killed_on_a_hang_and_the_next_case_runs():
     outs = [judge(op, kernel, *c.materialize(), isolate=True, timeout=3.0, case=c) for c in (ok_case, hang_case, after)]
     assert [o.status for o in outs] == ["accept", "timeout", "accept"]
     assert "worker process killed" in outs[1].error
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_the_breakdown_accounts_for_the_search_and_the_worker_start(isolate):
+    from numoracle.runner import worker
+    from numoracle.runner.outcomes import Breakdown
+    worker.close_all()                  # a worker left by an earlier test would need no start
+    res = fuzz("rms_norm", USER + "rms_norm_truncating_store", max_examples=6, seed=2, shrink=False,
+               stop_on_first=False, database=None, isolate=isolate,
+               strategy=cases("rms_norm", max_rows=2, max_cols=16, formats=["bf16"]))
+    b = res.to_dict()["breakdown"]
+    phases = [p for p in Breakdown.PHASES if p != "shrink"]
+    assert list(b["ms_per_case"]) == phases and b["cases"] == res.totals.cases >= 6
+    assert all(v >= 0 for v in b["seconds"].values())
+    # the phases are the search's time, split: together no more than the run took
+    assert sum(b["seconds"][p] for p in phases) <= res.elapsed + 0.05
+    if isolate:
+        assert res.isolation == "worker" and b["seconds"]["worker_start"] > 0.3   # imports: seconds
+        assert b["seconds"]["kernel"] < b["seconds"]["worker_start"]
+    else:
+        assert b["seconds"]["worker_start"] == 0

@@ -282,7 +282,8 @@ def judge(op, kernel, inputs, params, config=(), *, backend="interpreter", mode=
     ran = execute(kernel, inputs, params, config, timeout=timeout, device=device, isolate=isolate)
     t1 = time.perf_counter()
     if times is not None:
-        times.add("kernel", t1 - t0)
+        times.add("worker_start", ran.start_seconds)
+        times.add("kernel", t1 - t0 - ran.start_seconds)
     if not ran.ok:
         out = Outcome(ran.status, case, error=ran.error, seconds=time.perf_counter() - t0, inputs=inputs,
                       params=params, traceback=ran.traceback, rss_mb=ran.rss_mb)

@@ -42,6 +42,9 @@ class Execution:
     # the launch configuration the call used ({name: value}, runner.launches), for the
     # reference's no.launch() parameters
     launch: dict | None = None
+    # of ``seconds``, the time spent starting the worker process before the call (its imports,
+    # the child's backend set-up): on a run's first call, and after a crash or a hang
+    start_seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -305,6 +308,8 @@ class Breakdown:
 
     - ``draw``: Hypothesis (drawing the case, its engine's bookkeeping between cases);
     - ``inputs``: making the case's tensors (``Case.materialize``);
+    - ``worker_start``: starting the supervised worker process (its imports, the child's
+      backend set-up), once a run and again after each crash or hang;
     - ``kernel``: running the kernel (in the worker process too: the round trip);
     - ``verdict``: ``check`` of the outputs;
     - ``outcome``: classifying the verdict (failure class, boundary score, reasons);
@@ -313,7 +318,7 @@ class Breakdown:
 
     ``to_dict`` gives the seconds, the milliseconds per case and each phase's share."""
 
-    PHASES = ("draw", "inputs", "kernel", "verdict", "outcome", "bookkeeping", "shrink")
+    PHASES = ("draw", "inputs", "worker_start", "kernel", "verdict", "outcome", "bookkeeping", "shrink")
 
     def __init__(self):
         self.seconds = dict.fromkeys(self.PHASES, 0.0)

@@ -510,9 +510,12 @@ class Worker:
         described = (pack(tuple(inputs), tensors), pack(dict(params), tensors), pack(dict(config), tensors))
         # the settings of this call (an autotuned kernel's config on the interpreter reads them)
         values = self._values()
+        starting = 0.0
         for attempt in (0, 1):
             if not self.alive():
+                s0 = time.perf_counter()
                 self.start()
+                starting += time.perf_counter() - s0
             child = self._child
             spans, size = write(child.requests, tensors)
             changed = values != child.sent_values
@@ -537,7 +540,8 @@ class Worker:
         except TimeoutError:
             self._lose()
             return Execution("timeout", error=f"no return within {timeout:g} s (worker process killed)",
-                             error_type="KernelTimeout", seconds=time.perf_counter() - t0, where="worker")
+                             error_type="KernelTimeout", seconds=time.perf_counter() - t0, where="worker",
+                             start_seconds=starting)
         except BaseException:
             # an interrupt of this process while the kernel runs: the case is abandoned
             self._lose()
@@ -547,16 +551,16 @@ class Worker:
             tail = child.log_tail()
             self._lose()
             return Execution("crash", error=f"the worker process {why}", error_type=what, traceback=tail,
-                             seconds=time.perf_counter() - t0, where="worker")
+                             seconds=time.perf_counter() - t0, where="worker", start_seconds=starting)
         self._recent.append(time.perf_counter() - t0)
         if reply[0] == "ok":
             _, outs, launch, spans, size, rss = reply
             return Execution("ok", unpack(outs, self.backend.device, child.replies, spans, size),
                              seconds=time.perf_counter() - t0, where="worker", rss_mb=rss,
-                             launch=unpack(launch, "cpu", child.replies, spans, size))
+                             launch=unpack(launch, "cpu", child.replies, spans, size), start_seconds=starting)
         _, error_type, text, tb, origin, rss = reply
         return Execution("error", error=text, error_type=error_type, traceback=tb, origin=origin,
-                         seconds=time.perf_counter() - t0, where="worker", rss_mb=rss)
+                         seconds=time.perf_counter() - t0, where="worker", rss_mb=rss, start_seconds=starting)
 
     def close(self, kill: bool = False) -> None:
         if self._child is not None:
