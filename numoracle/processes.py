@@ -5,7 +5,9 @@ no kill -9 leaves one behind holding a GPU or a core (docs/design.md §9)."""
 from __future__ import annotations
 
 import os
+import queue
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -17,6 +19,41 @@ def child_environment(env: dict | None = None) -> dict:
     """``env`` (default: this process's) with this process's pid as the parent a child started
     with it must die with (``die_with_parent``)."""
     return {**(os.environ if env is None else env), PARENT_ENV: str(os.getpid())}
+
+
+_SPAWNER: dict = {"thread": None, "requests": None}
+_SPAWNER_LOCK = threading.Lock()
+
+
+def popen(cmd: list, **kw) -> subprocess.Popen:
+    """``subprocess.Popen(cmd, **kw)``, started from a thread that lasts as long as this
+    process.  Linux sends the parent-death signal (``die_with_parent``) when the *thread* that
+    started a child ends, not its process: a child started from a pool's or a helper's thread
+    would die when that thread does."""
+    if threading.current_thread() is threading.main_thread():
+        return subprocess.Popen(cmd, **kw)
+    with _SPAWNER_LOCK:
+        if _SPAWNER["thread"] is None or not _SPAWNER["thread"].is_alive():
+            requests: queue.SimpleQueue = queue.SimpleQueue()
+            thread = threading.Thread(target=_spawn_forever, args=(requests,), name="numoracle-spawner", daemon=True)
+            thread.start()
+            _SPAWNER.update(thread=thread, requests=requests)
+        requests = _SPAWNER["requests"]
+    answer: queue.SimpleQueue = queue.SimpleQueue()
+    requests.put((cmd, kw, answer))
+    ok, value = answer.get()
+    if not ok:
+        raise value
+    return value
+
+
+def _spawn_forever(requests) -> None:
+    while True:
+        cmd, kw, answer = requests.get()
+        try:
+            answer.put((True, subprocess.Popen(cmd, **kw)))
+        except BaseException as exc:  # noqa: BLE001 - raised in the thread that asked
+            answer.put((False, exc))
 
 
 def die_with_parent() -> None:

@@ -50,3 +50,46 @@ def test_a_child_dies_with_its_parent_and_starts_no_thread_on_linux(tmp_path):
     else:
         os.kill(child, 9)
         pytest.fail("the child outlived its parent by 10 s")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the death signal is Linux's")
+def test_a_worker_started_from_a_thread_outlives_the_thread():
+    # Linux sends the death signal when the *thread* that started a child ends: a kernel worker
+    # first used from a pool's thread must not die with that thread
+    import threading
+
+    import torch
+
+    from numoracle import backends
+    from numoracle.runner.worker import Worker
+    wk = Worker(backends.select("interpreter"))
+    x = torch.arange(4.0)
+    try:
+        first = []
+        t = threading.Thread(target=lambda: first.append(wk.call(("import", "torch:clone"), [x], {}, {})))
+        t.start()
+        t.join()
+        pid = wk.pid
+        time.sleep(0.5)                 # the signal, were it sent, has arrived
+        again = wk.call(("import", "torch:clone"), [x], {}, {})
+        assert first[0].ok and again.ok and torch.equal(again.outputs, x)
+        assert wk.starts == 1 and wk.pid == pid
+    finally:
+        wk.close(kill=True)
+
+
+def test_popen_from_a_thread_reports_its_error_there():
+    import threading
+
+    from numoracle.processes import popen
+    errors = []
+
+    def start():
+        try:
+            popen(["/nonexistent/numoracle-test-binary"])
+        except OSError as exc:
+            errors.append(exc)
+    t = threading.Thread(target=start)
+    t.start()
+    t.join()
+    assert len(errors) == 1 and isinstance(errors[0], FileNotFoundError)

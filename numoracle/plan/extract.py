@@ -221,11 +221,11 @@ class _Worker:
     """A helper process that compiles kernels with Triton out of interpreter mode."""
 
     def __init__(self):
-        from ..processes import child_environment
+        from ..processes import child_environment, popen
         env = child_environment({k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        self.proc = subprocess.Popen([sys.executable, "-m", "numoracle.plan._worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, env=env)
+        self.proc = popen([sys.executable, "-m", "numoracle.plan._worker"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, env=env)
 
     def compile(self, requests: list) -> list:
         data = pickle.dumps(requests)

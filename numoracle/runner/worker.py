@@ -48,7 +48,7 @@ import tempfile
 import threading
 import time
 
-from ..processes import child_environment, die_with_parent
+from ..processes import child_environment, die_with_parent, popen
 from .outcomes import Execution
 
 # set on a kernel to say how another process can make it (see the module docstring)
@@ -319,8 +319,8 @@ class _Zygote:
         env["PYTHONPATH"] = os.pathsep.join(p for p in [os.getcwd(), *sys.path] if p)
         cmd = [sys.executable, "-m", "numoracle.runner.worker", "zygote", str(theirs.fileno())]
         try:
-            self.proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
-                                         stdout=sys.stderr.fileno() if _has_fd(sys.stderr) else None)
+            self.proc = popen(cmd, pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
+                              stdout=sys.stderr.fileno() if _has_fd(sys.stderr) else None)
         finally:
             theirs.close()
         self.sock = ours
