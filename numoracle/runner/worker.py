@@ -21,8 +21,8 @@ run kernels in a child process that this process supervises:
   (dtype, shape, place in shared memory), anything else as its ``repr``;
 * tensors cross in two shared-memory files per child (``_Region``: one the parent writes,
   one the child writes), so that the pipe carries only a small description: one copy each
-  way, where pickled bytes through a pipe cost five (docs/performance.md, "A kernel in a
-  worker process");
+  way, where pickled bytes through a pipe cost five (docs/performance.md, "A fuzz run on many
+  processes");
 * the child says its resident memory after every call, so that a run can watch it.
 
 A kernel is named to the child by a *recipe*, since a function cannot cross a process
@@ -552,7 +552,7 @@ class Worker:
             self._lose()
             return Execution("crash", error=f"the worker process {why}", error_type=what, traceback=tail,
                              seconds=time.perf_counter() - t0, where="worker", start_seconds=starting)
-        self._recent.append(time.perf_counter() - t0)
+        self._recent.append(time.perf_counter() - t0 - starting)      # the call, not the start
         if reply[0] == "ok":
             _, outs, launch, spans, size, rss = reply
             return Execution("ok", unpack(outs, self.backend.device, child.replies, spans, size),
