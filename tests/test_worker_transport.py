@@ -117,3 +117,10 @@ def test_the_parent_polls_for_short_calls_only(worker):
         assert worker.call(("import", "time:sleep"), [0.02], {}, {}).ok
     # polling would cost this process 3 ms a call; sleeping on the pipe costs it next to nothing
     assert time.process_time() - cpu < 0.012
+
+
+def test_outputs_that_cannot_cross_are_the_call_error_and_the_child_goes_on(worker):
+    x = torch.eye(3)
+    ran = worker.call(("import", "torch:Tensor.to_sparse"), [x], {}, {})     # no strided bytes to copy
+    assert ran.status == "error" and "cannot be sent to the parent" in ran.error
+    assert worker.call(("import", "torch:clone"), [x], {}, {}).ok and worker.starts == 1

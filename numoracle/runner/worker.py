@@ -695,7 +695,6 @@ def zygote(sock_fd: int) -> int:  # pragma: no cover - runs in the zygote
 def serve(req_fd: int, res_fd: int, log_fd: int, regions, info: dict, backend, kernels: dict) -> int:  # pragma: no cover
     """A child's loop: run each call's kernel, answer with its outputs or its exception."""
     import faulthandler
-    import traceback
 
     import torch
 
@@ -740,8 +739,7 @@ def serve(req_fd: int, res_fd: int, log_fd: int, regions, info: dict, backend, k
                 sent = (pack(out, tensors), pack(launch, tensors))
                 reply = ("ok", *sent, *write(replies, tensors), rss_mb())
             except BaseException as exc:  # noqa: BLE001 - the outputs cannot be sent: say so instead
-                reply = ("error", type(exc).__name__, f"the kernel's outputs cannot be sent to the parent: "
-                         f"{type(exc).__name__}: {exc}"[:800], traceback.format_exc()[-1500:], "", rss_mb())
+                reply = _error_reply(exc, "the kernel's outputs cannot be sent to the parent: ")
         try:
             _send(res_fd, reply)
         except OSError:                        # the parent is gone
@@ -751,9 +749,11 @@ def serve(req_fd: int, res_fd: int, log_fd: int, regions, info: dict, backend, k
                            "", "", rss_mb()))
 
 
-def _error_reply(exc: BaseException) -> tuple:  # pragma: no cover - runs in the child
+def _error_reply(exc: BaseException, what: str = "") -> tuple:  # pragma: no cover - runs in the child
+    """The reply for an exception being handled: its type, ``what`` and its message, the end of
+    its traceback, where it was raised, this process's memory."""
     import traceback
-    return ("error", type(exc).__name__, f"{type(exc).__name__}: {exc}"[:800],
+    return ("error", type(exc).__name__, f"{what}{type(exc).__name__}: {exc}"[:800],
             traceback.format_exc()[-1500:], _origin(exc.__traceback__), rss_mb())
 
 
