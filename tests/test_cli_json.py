@@ -84,6 +84,10 @@ def test_fuzz_on_local_workers_sums_its_searches(capsys):
     assert doc["units"] == doc["units_done"] == 2 and doc["totals"]["cases"] == 4
     assert sorted(doc["groups"]) == ["calibration", "uniform"]
     assert 0 < doc["unit_seconds"] <= 2 * doc["seconds"]
+    # the breakdown is the units' summed: every case, no more time than the searches'
+    b = doc["breakdown"]
+    assert b["cases"] == 4 and 0 < sum(b["seconds"].values()) <= doc["unit_seconds"] + 1e-3
+    assert b["seconds"]["kernel"] > 0 and b["seconds"]["verdict"] > 0
 
 
 def test_a_usage_error_is_the_document(capsys):

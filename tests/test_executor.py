@@ -267,6 +267,10 @@ def test_a_fuzz_unit_runs_in_the_worker_and_its_corpus_case_is_written_on_the_cl
                        params={"casting": ("llama",), "offset": (0.0,)})
     out = run_fuzz_unit(unit)
     assert out["unit"] == unit.id and out["groups"]["calibration"]["cases"] >= 1
+    # the search's breakdown comes back too (the client sums the units'), within the search's time
+    from numoracle.runner.outcomes import Breakdown
+    assert set(out["breakdown"]) == set(Breakdown.PHASES)
+    assert 0 < sum(v for k, v in out["breakdown"].items() if k != "shrink") <= out["seconds"] + 1e-3
     assert out["counterexamples"] and out["corpus"], out
     case = write_case(tmp_path / "corpora", out["corpus"][0]["rel"], out["corpus"][0]["files"])
     assert (case / "case.json").exists() and not list((tmp_path / "corpora").rglob(".tmp-*"))

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from ...errors import InvalidArgument
-from ...runner.outcomes import STATUSES
+from ...runner.outcomes import STATUSES, Breakdown
 from .core import Unit, map_units
 
 STATS = ("cases",) + STATUSES
@@ -75,7 +75,7 @@ def run_fuzz_unit(unit: Unit) -> dict:
                      max_rows=s["max_rows"], max_cols=s["max_cols"],
                      params={k: tuple(v) for k, v in s["params"]} if s.get("params") else None)
     out = {"unit": unit.id, "pid": os.getpid(), "groups": {}, "exit_reasons": {}, "counterexamples": [],
-           "corpus": [], "seconds": 0.0, "statistical_only": 0}
+           "corpus": [], "seconds": 0.0, "statistical_only": 0, "breakdown": {}}
     tmp = Path(tempfile.mkdtemp(prefix="numoracle-unit-"))
     try:
         for seed in range(*unit.seeds):
@@ -90,6 +90,8 @@ def run_fuzz_unit(unit: Unit) -> dict:
                     acc[k] += v
             out["exit_reasons"][r.exit_reason] = out["exit_reasons"].get(r.exit_reason, 0) + 1
             out["seconds"] += r.elapsed
+            for phase, sec in r.times.seconds.items():
+                out["breakdown"][phase] = out["breakdown"].get(phase, 0.0) + sec
             rel = None
             if r.saved:
                 case_dir = Path(r.saved)
@@ -153,6 +155,7 @@ def run_fuzz(units, *, executor: str = "local", scheduler: str | None = None, wo
     info: dict = {}
     merged: dict = {}
     groups: dict = {}
+    times = Breakdown()
     found, saved, exits = [], [], {}
     t0 = time.time()
     gen = map_units(units, unit_fn or run_fuzz_unit, executor=executor, scheduler=scheduler, workers=workers,
@@ -168,6 +171,8 @@ def run_fuzz(units, *, executor: str = "local", scheduler: str | None = None, wo
                     acc[k] += v
             for k, v in r["exit_reasons"].items():
                 exits[k] = exits.get(k, 0) + v
+            for phase, sec in r.get("breakdown", {}).items():
+                times.add(phase, sec)
             where = {}
             for c in r["corpus"]:
                 if corpus is not None:
@@ -192,6 +197,8 @@ def run_fuzz(units, *, executor: str = "local", scheduler: str | None = None, wo
             "seconds": round(el, 2), "cases_per_second": round(totals["cases"] / el, 3) if el > 0 else 0.0,
             # the searches' own time, summed over units: the wall time less process starts and waits
             "unit_seconds": round(sum(r["seconds"] for r in merged.values()), 3),
+            # where the searches' time went, summed over units (as a serial run's breakdown)
+            "breakdown": times.to_dict(totals["cases"]),
             "executor": {k: info.get(k) for k in ("executor", "scheduler", "dashboard", "workers", "resubmitted")},
             "found": bool(found or totals["reject"] or totals["error"] or totals["nan"] or totals["timeout"])}
 
