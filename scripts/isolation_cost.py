@@ -8,12 +8,17 @@ child's side of a call (``worker.serve``) timed one by one in this process; the 
 second pass with every specialization loaded); then, unless ``--no-fuzz``, a profile of an
 isolated fuzz run (after an 8 s warm-up).  ``--pingpong`` measures only the round trip of one
 byte between two processes over pipes, sleeping on the pipe or polling it, with a GPU op (and
-its wait) in the child, the parent, both or neither.
+its wait) in the child, the parent, both or neither.  ``--start`` measures the worker's start
+in parts (the zygote's spawn and imports, the child's fork and set-up, its first calls of
+seven shapes), and the same first calls in-process, each in a fresh process, twice.
+``--trace SECONDS`` runs an isolated fuzz search twice in one process (the second finds the
+worker warm) and times every worker call: the start, the first call of each new (dtype,
+block, parameters), the others.
 
-    PYTHONPATH=$PWD python scripts/isolation_cost.py [CALLS] [--no-fuzz] [--pingpong]
+    PYTHONPATH=$PWD python scripts/isolation_cost.py [CALLS] [--no-fuzz] [--pingpong] [--start] [--trace SECONDS]
 
 docs/results/2026-12-05-h200-fuzz-workers.md, 2026-12-05-h100-isolation-diagnosis.txt,
-2026-12-05-h100-worker-transport.md.
+2026-12-05-h100-worker-transport.md, 2026-12-05-h100-steady-state.md.
 """
 import cProfile
 import io
@@ -188,7 +193,100 @@ def pingpong(parent_poll, child_poll, child_gpu, parent_gpu, n=3000) -> dict:
             "median_us": round(ts[n // 2] * 1e6, 1), "p90_us": round(ts[int(n * .9)] * 1e6, 1)}
 
 
+START_SHAPES = ((16, 512), (16, 512), (3, 1000), (7, 77), (64, 4096), (2, 4096), (5, 130))
+
+
+def start_probe(where: str) -> dict:
+    """In this (fresh) process: the imports already done, the worker's start in parts and its
+    first calls of START_SHAPES (``where`` 'worker'), or the same calls in-process."""
+    r = {"where": where}
+    t = time.perf_counter()
+    backend = backends.select("gpu" if DEV == "cuda" else "interpreter")
+    r["select_s"] = time.perf_counter() - t
+    kfn, _ = resolve(operators.get("rms_norm"), "correct")
+    recipe = W.recipe_of(kfn)
+    ins = [(torch.randn(a, c, device=DEV).to(torch.bfloat16), (torch.rand(c, device=DEV) + .5).to(torch.bfloat16))
+           for a, c in START_SHAPES]
+    wk = None
+    if where == "worker":
+        wk = W.Worker(backend)
+        wk._recipes.append(recipe)
+        t = time.perf_counter()
+        wk._zygote = W._Zygote(backend, wk._values())
+        r["zygote_ready_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        wk._child = W._Child(wk._zygote, [recipe])
+        wk._child.wait_ready()
+        r["child_ready_s"] = time.perf_counter() - t
+        wk.starts = 1
+        call = lambda xw: wk.call(recipe, list(xw), {}, {})
+    else:
+        call = lambda xw: call_kernel(kfn, list(xw), {}, {}, device=DEV)
+    ms = []
+    for xw in ins:
+        t = time.perf_counter()
+        call(xw)
+        ms.append(round((time.perf_counter() - t) * 1e3, 2))
+    r["first_calls_ms"] = ms                   # in START_SHAPES' order (the second repeats the first)
+    if wk is not None:
+        wk.close(kill=True)
+    return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()}
+
+
+def trace(seconds: float) -> None:
+    """An isolated fuzz search twice in this process, every worker call timed."""
+    backend = backends.select("gpu" if DEV == "cuda" else "interpreter")
+    op = operators.get("rms_norm")
+    rec, seen = [], set()
+    plain = W.Worker.call
+
+    def timed(self, recipe, inputs, params, config, timeout=None):
+        t = time.perf_counter()
+        ex = plain(self, recipe, inputs, params, config, timeout)
+        x = inputs[0]
+        block = 1 << max(x.shape[-1] - 1, 0).bit_length() if x.dim() else 1
+        key = (self.starts, str(x.dtype), block, tuple(sorted(params.items())))
+        rec.append((time.perf_counter() - t, ex.start_seconds, key not in seen))
+        seen.add(key)
+        return ex
+
+    W.Worker.call = timed
+    try:
+        for search in ("first", "second"):
+            rec.clear()
+            t = time.perf_counter()
+            res = fuzz(op, "correct", backend=backend, mode="statistical", max_examples=10**9, seconds=seconds,
+                       seed=11, strategy=cases(op), shrink=False, stop_on_first=False, database=None, isolate=True)
+            wall = time.perf_counter() - t
+            new = [c for c, start, is_new in rec if is_new and not start]
+            other = sorted(c for c, start, is_new in rec if not is_new and not start)
+            print(search, json.dumps({
+                "cases": res.totals.cases, "cases_per_s": round(res.totals.cases / wall, 1),
+                "start_s": round(sum(start for _, start, _ in rec), 3),
+                "new_calls": len(new), "new_s": round(sum(new), 3),
+                "other_calls": len(other), "other_median_ms": round(other[len(other) // 2] * 1e3, 3) if other else None,
+                "ms_per_case": res.to_dict()["breakdown"]["ms_per_case"]}), flush=True)
+    finally:
+        W.Worker.call = plain
+        W.close_all()
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--start-probe"]:
+        print(json.dumps(start_probe(sys.argv[2])), flush=True)
+        return 0
+    if "--start" in sys.argv:
+        for _ in range(2):
+            for where in ("worker", "in-process"):
+                t = time.perf_counter()
+                p = subprocess.run([sys.executable, __file__, "--start-probe", where], capture_output=True, text=True,
+                                   check=False)
+                lines = p.stdout.strip().splitlines() or [f"rc {p.returncode}: {p.stderr.strip()[-300:]}"]
+                print(f"{lines[-1]}  (whole process {time.perf_counter() - t:.2f} s)", flush=True)
+        return 0
+    if "--trace" in sys.argv:
+        trace(float(sys.argv[sys.argv.index("--trace") + 1]))
+        return 0
     if sys.argv[1:2] == ["--pingpong-child"]:
         pingpong_child(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5] == "1")
         return 0
