@@ -1,6 +1,8 @@
 """Edges of the calculus found by fuzzing correct kernels (each was a false alarm):
 fp32 results in the subnormal range, scaling by a power of two below 1, and
 long low-precision sums where d*u >= 1."""
+import math
+
 import pytest
 import torch
 
@@ -306,3 +308,71 @@ def test_a_call_with_two_ulps_of_error_or_more_is_never_one_fp32_value():
     never_one_value()
     TR, out = _library_result(1.5, 0.0, 0.6)
     assert out.c.tolist() == [1.5, 1.5] and out.radius().tolist() == [0.0, 0.0]
+
+
+# -- a settled cast: the rule as first written, against what the calculus computes ------------
+
+def _settled_by_the_first_rule(rounded, src):
+    """``Tracked._settle`` as first written (both ends finite, in range and normal, tested
+    directly), the specification its shorter test must agree with bit for bit."""
+    from numoracle import formats as F
+    from numoracle.calculus import form as FM
+    from numoracle.calculus import tracked as TR
+    fmt = rounded.fmt
+    R = src.radius()
+    lo, hi = src.c - R, src.c + R
+    ok = F.finite(R) & (torch.maximum(lo.abs(), hi.abs()) <= fmt.max_finite)
+    ok &= torch.minimum(lo.abs(), hi.abs()) >= fmt.min_normal
+    if rounded.taint is not None:
+        ok &= ~rounded.taint
+    rlo = F.round(lo, fmt)
+    decided = ok & (rlo == F.round(hi, fmt))
+    c = torch.where(decided, rlo, rounded.c)
+    return TR.Tracked(c, fmt, FM.masked(rounded.form, ~decided), rounded.ctx, repr_fmt=rounded.repr_fmt,
+                      taint=rounded.taint)
+
+
+@pytest.mark.parametrize("src_fmt, fmt", [("fp32", "bf16"), ("fp32", "fp16"), ("fp32", "e4m3fn"), ("fp32", "e5m2"),
+                                          ("fp64", "fp32"), ("fp64", "bf16")])
+def test_a_settled_cast_equals_the_rule_as_first_written(src_fmt, fmt):
+    """``x.to(fmt)`` settles an element whose whole enclosure rounds to one value.  Its test of
+    the enclosure's ends leans on the cast's range site (``_round``) instead of testing both
+    ends again; drawn centres at and next to every binade's ends of both formats, radii from 0
+    past the centre, infinite and NaN ones among them, and a prior taint: the same centres,
+    radii and taint as the first rule's, bit for bit."""
+    from hypothesis import given
+    from hypothesis import settings as hsettings
+    from hypothesis import strategies as st
+
+    from numoracle import formats as F
+    from numoracle.calculus import form as FM
+    from numoracle.calculus import tracked as TR
+    from numoracle.mathlib import load
+    profile = load("interpreter")
+    sf, tf = getattr(F, src_fmt), getattr(F, fmt)
+    lo_e = max(min(sf.emin, tf.emin) - max(sf.precision, tf.precision), -1070)
+    hi_e = int(math.log2(tf.max_finite)) + 2
+    edge = st.builds(lambda k, s, d: s * 2.0 ** k * (1 - d), st.integers(lo_e, hi_e), st.sampled_from([1.0, -1.0]),
+                     st.sampled_from([0.0, 2.0 ** -(tf.precision + 1), 2.0 ** -tf.precision, 2.0 ** -24, 2.0 ** -53]))
+    centre = st.one_of(edge, st.just(0.0), st.floats(-tf.max_finite * 2, tf.max_finite * 2))
+    radius = st.one_of(st.just(0.0), st.just(math.inf), st.just(math.nan), st.floats(0, 2.0 ** (lo_e + 10)),
+                       st.floats(0, 1.0), st.floats(0, tf.max_finite * 2), edge.map(abs))
+    elements = st.lists(st.tuples(centre, radius, st.booleans()), min_size=1, max_size=8)
+
+    @hsettings(max_examples=400, deadline=None, derandomize=True)
+    @given(elements)
+    def check(els):
+        ctx = TR.Context(profile=profile)
+        c = F.round(torch.tensor([e[0] for e in els], dtype=torch.float64), sf)
+        r = torch.tensor([e[1] for e in els], dtype=torch.float64)
+        taint = torch.tensor([e[2] for e in els]) if any(e[2] for e in els) else None
+        t = TR.Tracked(c, sf, FM.add_det(FM.Form(), "argument", r, True), ctx, taint=taint)
+        got = t.to(tf)
+        want = _settled_by_the_first_rule(t._round(tf, f"round to {tf} (.to)"), t)
+        assert torch.equal(got.c.nan_to_num(7.0), want.c.nan_to_num(7.0)), (els, got.c, want.c)
+        assert torch.equal(got.radius().nan_to_num(7.0), want.radius().nan_to_num(7.0)), (els, got.radius(),
+                                                                                           want.radius())
+        assert (got.taint is None) == (want.taint is None)
+        assert got.taint is None or torch.equal(got.taint, want.taint)
+
+    check()

@@ -450,12 +450,12 @@ class Tracked:
 
     # ---- rounding sites
     def _round(self, fmt: F.Format, what: str, scaled: Tensor | None = None,
-               tiny_below: float | None = None) -> "Tracked":
+               tiny_below: float | None = None, settle: bool = False) -> "Tracked":
         """Round to fmt: a private rounding error of at most u|c| per element, none where
         the value is exact or where ``scaled`` says the operation only scaled by a power
         of two (those keep the underflow term).  The absolute underflow term applies below
         ``tiny_below`` (default: fmt's smallest normal; a product's threshold is higher,
-        see ``underflow_threshold``)."""
+        see ``underflow_threshold``).  ``settle``: an explicit rounding (``_settle``)."""
         ctx = self.ctx
         R = self.radius()
         c = self.c
@@ -486,7 +486,11 @@ class Tracked:
             extra = extra + (tiny & ~exact).to(torch.float64) * eta
         if ctx.any((extra > 0)):
             fm = FM.add_det(fm, f"{label} (second order, underflow)", extra, ctx.condensed)
-        return Tracked(c, fmt, fm, ctx, repr_fmt=fmt, taint=taint, pre=self)
+        out = Tracked(c, fmt, fm, ctx, repr_fmt=fmt, taint=taint, pre=self)
+        if not settle:
+            return out
+        assert tiny_below is None, "a settled rounding's underflow test is at fmt's smallest normal"
+        return out._settle(self, ~tiny)
 
     def to(self, fmt) -> "Tracked":
         fmt = _fmt_arg(fmt)
@@ -495,23 +499,26 @@ class Tracked:
             # rounding-interval check of an output) stay what they were
             return Tracked(self.c, fmt, self.form, self.ctx, repr_fmt=self.repr_fmt, taint=self.taint,
                            pre=self.pre if fmt == self.fmt else None)
-        return self._round(fmt, f"round to {fmt} (.to)")._settle(self)
+        return self._round(fmt, f"round to {fmt} (.to)", settle=True)
 
-    def _settle(self, src: "Tracked") -> "Tracked":
+    def _settle(self, src: "Tracked", normal: Tensor) -> "Tracked":
         """A cast whose whole enclosure rounds to one value of its format has
         that value exactly: no error term remains for those elements.  Only
         explicit casts settle (a rounded product may be contracted into an
         FMA and skip its rounding); the enclosure is the fixed-input one, so
-        this holds in both modes."""
+        this holds in both modes.  ``self`` is ``src._round(...)``, and ``normal``
+        its underflow test's complement, |c| - R >= fmt's smallest normal."""
         if not self.ctx.settle:
             return self
         fmt = self.fmt
         R = src.radius()
         lo, hi = src.c - R, src.c + R
-        ok = F.finite(R) & (torch.maximum(lo.abs(), hi.abs()) <= fmt.max_finite)
-        ok &= torch.minimum(lo.abs(), hi.abs()) >= fmt.min_normal
-        if self.taint is not None:
-            ok &= ~self.taint
+        # both ends in fmt's normal range, from the rounding's own tests.  The top: its range
+        # site put every element where |c| + R > max_finite, or is NaN, in self.taint; elsewhere
+        # R is finite and max(|lo|, |hi|) is that same rounded sum (R >= 0).  The bottom: where
+        # R <= |c|, min(|lo|, |hi|) is the same rounded |c| - R; where R > |c| the ends have
+        # opposite signs and never round to one value, so leaving them out decides no less
+        ok = normal if self.taint is None else normal & ~self.taint
         if not self.ctx.any(ok):
             return self
         # ok holds only ends inside the format's normal range, all that round_within_range rounds
@@ -1023,7 +1030,7 @@ def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | Non
     if model.b == 0 and model.a <= 0.5:
         # RN(f(x~)) with f(x~) in t's enclosure: a call is never contracted into an FMA,
         # so the rounding-to-one-value rule of an explicit cast holds
-        return t._round(F.fp32, f"{what} (correctly rounded)", scaled=scaled)._settle(t)
+        return t._round(F.fp32, f"{what} (correctly rounded)", scaled=scaled, settle=True)
     R = t.radius()
     mag = t.c.abs() + R
     ok = mag <= F.fp32.max_finite
