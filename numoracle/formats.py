@@ -368,10 +368,11 @@ def _magic(x: torch.Tensor, fmt: Format) -> torch.Tensor:
 
 
 def round_within_range(x: torch.Tensor, fmt) -> torch.Tensor:
-    """RNE of x to fmt, for min_normal <= |x| <= max_finite only (other values give
-    anything): ``_magic_unsigned_zero`` alone, without the clamp, the sign of a zero and the
-    overflow rule that values outside that range need, 7 operations against 17.  Formats that
-    it does not cover go through ``round``."""
+    """RNE of x to fmt, for |x| <= max_finite only (larger values give anything) and with
+    a zero result +0 whatever x's sign: ``_magic_unsigned_zero`` alone, without the clamp,
+    the sign of a zero and the overflow rule that other values need, 7 operations against 17
+    (below the normals it rounds at fmt's subnormal spacing).  Formats that it does not cover
+    go through ``round``."""
     fmt = _fmt(fmt)
     if not _magic_covers(fmt):
         return round(x, fmt)

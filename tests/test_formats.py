@@ -758,6 +758,23 @@ def test_round_within_range_equals_the_grid_path_inside_its_range(fmt):
     assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
 
 
+@pytest.mark.parametrize("fmt", [f for f in F.ALL if f.precision < 53 and f.subnormals], ids=ids)
+def test_round_within_range_rounds_below_the_normals_too_but_for_the_sign_of_zero(fmt):
+    """Below fmt's normals ``round_within_range`` rounds at fmt's subnormal spacing (the
+    settled cast's exactness test leans on it where the radius is 0): every value, midpoint and
+    neighbour of fmt under min_normal, both signs, and float64 values far below fmt's smallest
+    subnormal, give the grid path's value, a zero result of either sign counting as zero."""
+    x = _hazards_of_every_value(fmt)
+    x = torch.cat([x, torch.tensor([2.0 ** -200, -2.0 ** -200, 2.0 ** -1074, fmt.min_subnormal / 2,
+                                    -fmt.min_subnormal / 2, 0.75 * fmt.min_subnormal], dtype=torch.float64)])
+    x = x[x.abs() < fmt.min_normal]
+    assert x.numel() > 100
+    got = F.round_within_range(x, fmt)
+    want = F._round_rest(x, fmt, "rne", "inf", "grid")
+    same = got == want
+    assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
+
+
 @pytest.mark.parametrize("fmt", (F.fp16, F.bf16), ids=ids)
 def test_rne_bound_compares_as_the_rounding_with_every_value_near_it(fmt):
     """``_rne_bound_by_magic`` (the compiled CPU judgement's bounds) against ``round``: for

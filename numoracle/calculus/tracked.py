@@ -466,8 +466,16 @@ class Tracked:
         taint = self.taint if ctx.all(ok) else _or(self.taint, ~ok)
         u = fmt.u
         zero_r = R == 0
+        rlo = None
         if ctx.any(zero_r):
-            exact = zero_r & F.representable(c, fmt)
+            if settle and ctx.settle and fmt in (F.bf16, F.fp16) and not F._bitcasts_cheap(c):
+                # compiled for the CPU, representable() is a rounding of its own; the settling
+                # rounds lo = c - R anyway, which is c where R = 0: c in range (ok) is a value of
+                # fmt iff it is that rounding (subnormals included), and infinities are values
+                rlo = F.round_within_range(c - R, fmt)
+                exact = zero_r & (((rlo == c) & ok) | (c.abs() == math.inf))
+            else:
+                exact = zero_r & F.representable(c, fmt)
             a = torch.where(exact, torch.zeros_like(c), u * c.abs())
         else:
             exact = zero_r
@@ -490,7 +498,7 @@ class Tracked:
         if not settle:
             return out
         assert tiny_below is None, "a settled rounding's underflow test is at fmt's smallest normal"
-        return out._settle(self, ~tiny)
+        return out._settle(self, ~tiny, rlo)
 
     def to(self, fmt) -> "Tracked":
         fmt = _fmt_arg(fmt)
@@ -501,13 +509,14 @@ class Tracked:
                            pre=self.pre if fmt == self.fmt else None)
         return self._round(fmt, f"round to {fmt} (.to)", settle=True)
 
-    def _settle(self, src: "Tracked", normal: Tensor) -> "Tracked":
+    def _settle(self, src: "Tracked", normal: Tensor, rlo: Tensor | None = None) -> "Tracked":
         """A cast whose whole enclosure rounds to one value of its format has
         that value exactly: no error term remains for those elements.  Only
         explicit casts settle (a rounded product may be contracted into an
         FMA and skip its rounding); the enclosure is the fixed-input one, so
         this holds in both modes.  ``self`` is ``src._round(...)``, and ``normal``
-        its underflow test's complement, |c| - R >= fmt's smallest normal."""
+        its underflow test's complement, |c| - R >= fmt's smallest normal; ``rlo`` the
+        rounding of c - R where the rounding took it already."""
         if not self.ctx.settle:
             return self
         fmt = self.fmt
@@ -522,7 +531,8 @@ class Tracked:
         if not self.ctx.any(ok):
             return self
         # ok holds only ends inside the format's normal range, all that round_within_range rounds
-        rlo = F.round_within_range(lo, fmt)
+        if rlo is None:
+            rlo = F.round_within_range(lo, fmt)
         decided = ok & (rlo == F.round_within_range(hi, fmt))
         if not self.ctx.any(decided):
             return self
