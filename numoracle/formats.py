@@ -321,6 +321,13 @@ def _bitcasts_cheap(x: torch.Tensor) -> bool:
     return x.device.type != "cpu" or not torch.compiler.is_compiling()
 
 
+def rounds_by_magic(x: torch.Tensor, fmt: Format) -> bool:
+    """Whether a 16-bit rounding or value test of x to fmt is, where x is computed, the
+    rounding by magic (``_rne_by_magic``: compiled CPU code, where bit views are dear and
+    torch 2.11 folds 16-bit round trips) rather than casts."""
+    return fmt.name in ("fp16", "bf16") and not _bitcasts_cheap(x)
+
+
 def finite(x: torch.Tensor) -> torch.Tensor:
     """``torch.isfinite(x)`` of a floating tensor.  Compiled for the CPU it is ``x - x == 0``
     (inf - inf and NaN - NaN are NaN): two vector operations, where Inductor's C++ for
@@ -421,8 +428,7 @@ def rne_bound(x: torch.Tensor, fmt, side: str, overflow: str = "inf") -> torch.T
     drops what no such comparison sees (``_rne_bound_by_magic``); elsewhere it is the rounding."""
     fmt = _fmt(fmt)
     x = _f64(x)
-    if (overflow == "inf" and fmt.has_inf and fmt.name in _FAST_RNE and fmt.name != "fp32"
-            and not _bitcasts_cheap(x)):
+    if overflow == "inf" and rounds_by_magic(x, fmt):
         return _rne_bound_by_magic(x, fmt, side)
     return round(x, fmt, "rne", overflow)
 
@@ -510,7 +516,7 @@ def representable(x: torch.Tensor, fmt) -> torch.Tensor:
     if fmt.precision == 53:
         return ~torch.isnan(x)
     if fmt.name in _FAST_RNE:                       # casts: see round()
-        if fmt.name != "fp32" and not _bitcasts_cheap(x):
+        if rounds_by_magic(x, fmt):
             # compiled for the CPU: Inductor's C++ in torch 2.11 folds a float32 -> 16-bit ->
             # float32 round trip into the value itself, emulate_precision_casts or not
             # (docs/results/2026-12-05-torch211-lowp-round-trip.md), which made every product

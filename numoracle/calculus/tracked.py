@@ -468,7 +468,7 @@ class Tracked:
         zero_r = R == 0
         rlo = None
         if ctx.any(zero_r):
-            if settle and ctx.settle and fmt in (F.bf16, F.fp16) and not F._bitcasts_cheap(c):
+            if settle and ctx.settle and F.rounds_by_magic(c, fmt):
                 # compiled for the CPU, representable() is a rounding of its own; the settling
                 # rounds lo = c - R anyway, which is c where R = 0: c in range (ok) is a value of
                 # fmt iff it is that rounding (subnormals included), and infinities are values
