@@ -96,8 +96,9 @@ def test_calibrate_interpreter_writes_a_loadable_covering_profile(tmp_path):
     loaded = mathlib.from_dict(json.loads(json.dumps(prof)))
     for fn, rep in report.items():
         m = loaded.model(fn)
-        assert m.a + m.b * 0 >= rep["max_ulp"], fn
         for call, res in rep["calls"].items():
+            # each call's worst point is inside the bound at its own |x| (exp's grows with |x|)
+            assert m.a + m.b * abs(res["worst"]["x"][0]) >= res["max_ulp"], (fn, call, res["worst"])
             assert res["samples"] >= 4000 and res["in_domain"] > 0, call
             assert res["reference"]["max_rel_deviation"] <= C.REF_TOL, call
     # IEEE operations on the interpreter are written as correctly rounded

@@ -1,6 +1,6 @@
-"""Three reproductions of fixed-mode false alarms and a useless bound, each now judged
-right: accepted, or uncertified with the site that may overflow named; and the registered
-faulty kernels of the same operators still rejected on the same inputs."""
+"""Reproductions of fixed-mode false alarms and a useless bound, each now judged right:
+accepted, or uncertified with the site that may overflow named; and the registered faulty
+kernels of the same operators (or a planted fault) still rejected on the same inputs."""
 import pytest
 import torch
 
@@ -155,3 +155,38 @@ def test_geglu_backward_unrounded_gelu_is_rejected_wherever_its_outputs_differ(d
             seen += 1
             assert v.status == "reject", (seed, v.explain())
     assert seen        # on scaled_up most |a| saturate gelu, where the fault changes nothing
+
+
+def _softmax_exp2_case():
+    # found by the slow tier's adversarial search (docs/results/2026-12-05-softmax-exp2-
+    # interpreter-false-alarm.md): y[5, 12] was 3.29 ulp above its bound, x - m = -32.55
+    from numoracle.strategies import Case
+    case = Case("softmax", fmt="fp32", rows=15, cols=15, group="heavy_tailed", scale_exp=0, specials=(),
+                params=(), config=(), seed=484)
+    inputs, params = case.materialize()
+    return no.operators.get("softmax"), inputs, params
+
+
+def _softmax_exp2_form(x, log2e):
+    """softmax with e = exp2(fp32((x - m) * fp32(log2e))), as the exp2 kernel computes it."""
+    m = x.max(dim=-1, keepdim=True).values
+    t = (x - m) * torch.tensor(log2e, dtype=torch.float32)
+    e = torch.exp2(t.double()).float()
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def test_softmax_exp2_kernel_whose_rounded_argument_moves_exp_is_accepted():
+    op, inputs, params = _softmax_exp2_case()
+    y = op.kernels["exp2"](*[t.clone() for t in inputs], **params)
+    for mode, v in check_modes(op.reference, y, inputs, params).items():
+        assert v.status == "accept", (mode, v.explain())
+
+
+def test_softmax_exp2_form_with_log2e_to_five_digits_is_still_rejected():
+    op, inputs, params = _softmax_exp2_case()
+    (x,) = inputs
+    good = _softmax_exp2_form(x, 1.4426950408889634)
+    assert check_modes(op.reference, good, inputs, params)["fixed"].status == "accept"
+    # a constant with too few digits (docs/operators.md, mutation operators)
+    bad = _softmax_exp2_form(x, 1.4427)
+    assert check_modes(op.reference, bad, inputs, params)["fixed"].status == "reject"

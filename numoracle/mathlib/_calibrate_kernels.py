@@ -19,8 +19,11 @@ CALLS = {
     "tl.exp": 1, "tl.exp2": 1, "tl.log": 1, "tl.log2": 1, "tl.math.rsqrt": 1, "libdevice.rsqrt": 1,
     "tl.sqrt": 1, "tl.sqrt_rn": 1, "1.0 / x": 1, "x / y": 2, "tl.math.div_rn": 2, "tl.sigmoid": 1,
     "libdevice.tanh": 1, "tl.math.erf": 1, "libdevice.erf": 1, "tl.sin": 1, "tl.cos": 1,
+    "tl.exp2(x * log2e)": 1,
 }
 CODES = {label: i for i, label in enumerate(CALLS)}
+# how kernels that use exp2 write log2 e: a Python float the multiply rounds to fp32
+LOG2E = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit
@@ -61,6 +64,8 @@ def math_call_kernel(x_ptr, y_ptr, out_ptr, n, CALL: tl.constexpr, BLOCK: tl.con
         r = libdevice.erf(x)
     elif CALL == 15:  # tl.sin
         r = tl.sin(x)
-    else:  # tl.cos
+    elif CALL == 16:  # tl.cos
         r = tl.cos(x)
+    else:  # tl.exp2(x * log2e): exp written as exp2 of an fp32-rounded product
+        r = tl.exp2(x * LOG2E)
     tl.store(out_ptr + offs, r, mask=mask)

@@ -3,9 +3,10 @@ math-library profile (docs/design.md §5).
 
 For each profile function (``exp``, ``exp2``, ``log``, ``log2``, ``rsqrt``,
 ``sqrt``, ``sqrt_rn``, ``div``, ``div_rn``, ``sigmoid``, ``tanh``, ``erf``,
-``sin``, ``cos``) every kernel call that stands for it (``tl.exp``;
-``tl.math.rsqrt`` and ``libdevice.rsqrt``; ``1.0 / x`` and ``x / y`` ...) is
-launched as a Triton kernel on the chosen backend over
+``sin``, ``cos``) every kernel call that stands for it (``tl.exp`` and
+``tl.exp2(x * log2e)``, the exp2 form a kernel may use instead, with its
+fp32-rounded product; ``tl.math.rsqrt`` and ``libdevice.rsqrt``; ``1.0 / x``
+and ``x / y`` ...) is launched as a Triton kernel on the chosen backend over
 
 * edge cases: powers of two and their fp32 neighbours, subnormals, +-0, the
   overflow / underflow thresholds with 64 fp32 neighbours either side, the
@@ -306,7 +307,7 @@ def _recip_or_div(x, y=None):
 
 
 SPECS = {
-    "exp": Spec("exp", ("tl.exp",), np.exp, lambda m, x: m.exp(x), lambda x: x <= EXP_LIMIT,
+    "exp": Spec("exp", ("tl.exp", "tl.exp2(x * log2e)"), np.exp, lambda m, x: m.exp(x), lambda x: x <= EXP_LIMIT,
                 _unary_inputs(_exp_edges, (-104.0, EXP_LIMIT), lambda r, n: r.uniform(-104.0, EXP_LIMIT, n))),
     "exp2": Spec("exp2", ("tl.exp2",), np.exp2, lambda m, x: m.power(2, x), lambda x: x <= EXP2_LIMIT,
                  _unary_inputs(_exp2_edges, (-150.0, EXP2_LIMIT), lambda r, n: r.uniform(-150.0, EXP2_LIMIT, n))),
