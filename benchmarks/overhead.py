@@ -21,6 +21,7 @@ import run as B  # noqa: E402
 
 def measure(op_name: str, n: int, device: str, reps: int, profile_to: str = "") -> dict:
     from numoracle.verdict import compiled
+    from numoracle.verdict.compiled.plan import struct
     from numoracle.check import check
     from numoracle import settings
     settings.register_profile("bench", compile="always")
@@ -42,7 +43,7 @@ def measure(op_name: str, n: int, device: str, reps: int, profile_to: str = "") 
         plan = plans[0]
         tensors = []
         for x in list(inputs) + list(outs if isinstance(outs, (tuple, list)) else [outs]):
-            tensors += compiled._struct(x)[1]
+            tensors += struct(x)[1]
         row["fn_s"] = B._time(lambda: plan.fn(*tensors), device, reps)
         row["fn_launch_s"] = B._time(lambda: plan.fn(*tensors), device, reps, wait=False)
         row["fn_and_flags_s"] = B._time(lambda: plan.fn(*tensors)[1].tolist(), device, reps)
