@@ -20,10 +20,10 @@ import run as B  # noqa: E402
 
 
 def measure(op_name: str, n: int, device: str, reps: int, profile_to: str = "") -> dict:
+    from numoracle import settings
+    from numoracle.check import check
     from numoracle.verdict import compiled
     from numoracle.verdict.compiled.plan import struct
-    from numoracle.check import check
-    from numoracle import settings
     settings.register_profile("bench", compile="always")
     settings.load_profile("bench")
     compiled.clear()
