@@ -9,12 +9,17 @@ against the float64 torch reference a user would write.  Best of seven, in one p
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 
 import torch
 
 import numoracle as no
 from numoracle.formats import fp32
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run as B
 
 
 @no.reference
@@ -38,20 +43,12 @@ def main() -> None:
     def verdict():
         return no.check(my_gemma_rms_norm, y, (x, w), mode="statistical")
 
-    def best(f, n=7):
-        times = []
-        for _ in range(n):
-            t = time.perf_counter()
-            f()
-            times.append(time.perf_counter() - t)
-        return min(times)
-
     t = time.perf_counter()
     for _ in range(4):          # eager calls, then the compile (default settings)
         verdict()
     warm = time.perf_counter() - t
     from numoracle.verdict import compiled
-    v_s, r_s = best(verdict), best(ref64)
+    v_s, r_s = B._time(verdict, "cpu", 7), B._time(ref64, "cpu", 7)
     print(json.dumps({"elements": x.numel(), "threads": torch.get_num_threads(), "status": verdict().status,
                       "compiled": any(p.fn is not None and p.failed is None for p in compiled.plans()),
                       "warmup_s": round(warm, 1), "ref64_ms": round(1e3 * r_s, 3),
