@@ -8,7 +8,8 @@ block's 2^E (exact while normal), rounded to bf16 (exact: a code has at most 4
 significant bits; only values below bf16's normals round), and the tile's bf16 ``tl.dot``
 accumulates exact products in fp32; one rounding at the store to ``out``.  This is what
 ``tl.dot_scaled`` does where the GPU has no microscaling tensor cores (Triton upcasts to
-bf16, e.g. on sm_90), so the ``dot_scaled`` variant follows the same plan.
+bf16, e.g. on sm_90), so the ``dot_scaled`` variant follows the same plan — except for the
+scale byte 0 (2^-127), which that emulation reads as 0 (``dot_scaled_refusal``).
 
 Behaviour-preserving variants: other tiles and num_warps; the scales applied after the
 dot of each 32-wide K block (the block's dot of codes is exact up to fp32 rounding of its
@@ -214,8 +215,48 @@ def mx_matmul_split_k(a, a_s, b, b_s, *, block_size=32, out="bf16"):
 
 
 def mx_matmul_dot_scaled(a, a_s, b, b_s, *, block_size=32, out="bf16"):
-    """As :func:`mx_matmul` by ``tl.dot_scaled`` (tiles 16×16×64; inputs padded to the tiles)."""
+    """As :func:`mx_matmul` by ``tl.dot_scaled`` (tiles 16×16×64; inputs padded to the tiles).
+    Raises NotImplementedError for the inputs ``dot_scaled_refusal`` names."""
     _check(a, a_s, b, b_s, block_size, out)
+    cap = torch.cuda.get_device_capability(a.device) if a.device.type == "cuda" else None
+    why = dot_scaled_refusal(a.device.type, cap, a, a_s, b, b_s)
+    if why:
+        raise NotImplementedError(why)
+    return _dot_scaled_launch(a, a_s, b, b_s, out)
+
+
+def dot_scaled_refusal(device_type: str, capability, a, a_s, b, b_s) -> str:
+    """Why the ``dot_scaled`` variant cannot compute C on these operands, or "".  Where a CUDA
+    GPU has no microscaling tensor cores (compute capability below 10: sm_90), Triton
+    emulates ``tl.dot_scaled`` in bf16 and turns the E8M0 byte 0, which stands for 2^-127,
+    into a scale of 0: a block with that scale adds 0 instead of its products (measured on
+    an H100 and an H200 with Triton 3.6, docs/results/2026-12-05-h100-dot-scaled-scale-zero.md).
+    No rescaling of the operands avoids it (a row's block scale is shared by every column),
+    so the variant refuses a block with scale byte 0 and a nonzero code there, rather than
+    return another product; a block of zeros (what a quantizer may give an all-zero block)
+    adds 0 either way."""
+    if device_type != "cuda" or capability is None or capability[0] >= 10:
+        return ""
+    zero = [name for name, codes, s in (("a", a, a_s), ("b", b, b_s)) if _nonzero_block_at_scale_0(codes, s)]
+    if not zero:
+        return ""
+    return (f"{' and '.join(zero)} hold nonzero codes in a block with the E8M0 scale byte 0 (2^-127), which "
+            f"tl.dot_scaled's bf16 emulation on compute capability {capability[0]}.{capability[1]} reads as a "
+            f"scale of 0; use the dequantize-then-dot kernel (mx_matmul) for such scales, or a GPU with "
+            f"microscaling tensor cores")
+
+
+def _nonzero_block_at_scale_0(codes, scales) -> bool:
+    """Whether a SCALE_BLOCK-wide block with scale byte 0 holds a nonzero code (codes [R, K] of
+    one byte each, or e2m1 packed two to a byte [R, K/2]; either sign of zero is zero)."""
+    raw = codes.contiguous().view(torch.uint8)
+    mask = 0x77 if codes.dtype == torch.float4_e2m1fn_x2 else 0x7F
+    per_block = raw.shape[1] // scales.shape[1]
+    nonzero = ((raw & mask) != 0).reshape(raw.shape[0], scales.shape[1], per_block).any(-1)
+    return bool((nonzero & (scales.view(torch.uint8) == 0)).any())
+
+
+def _dot_scaled_launch(a, a_s, b, b_s, out):
     M, K = a.shape
     N = b.shape[0]
     bm, bn, bk = 16, 16, 64
@@ -228,7 +269,8 @@ def mx_matmul_dot_scaled(a, a_s, b, b_s, *, block_size=32, out="bf16"):
         out_t[:raw.shape[0], :raw.shape[1]] = raw
         return out_t
 
-    # zero codes and 2^-127 scales in the padding contribute exact zeros
+    # zero codes and 2^-127 scales in the padding contribute exact zeros (read as a scale of 0
+    # on sm_90, still zeros)
     ap = pad(a, Mp, Kp).view(a.dtype)
     bp = pad(b, Np, Kp // 2 if packed else Kp)
     bp = bp if packed else bp.view(b.dtype)
