@@ -12,7 +12,8 @@ Three measurements, each in a fresh process per (side, operator), the sides inte
   before the clock starts.  Two streams of different shapes: ``cold`` (the first, with
   whatever compiling the side does) and ``warm`` (the next one, all new shapes).
 - ``one``: one signature of 256x4096 = 1,048,576 elements, the verdict (default
-  settings, after its warm-up calls) over the float64 reference, best of ``--reps``.
+  settings, after its warm-up calls) over the float64 reference, best of ``--reps`` (the
+  target's ratio); beside it, over the reference + assert_close, what the user's check costs.
 - ``fuzz``: ``numoracle.runner.fuzz`` of rms_norm's correct kernel on the interpreter
   backend (no shrinking), cases/s, and the per-case breakdown the run reports (where the
   side reports one).
@@ -192,8 +193,11 @@ def child_one(op_name: str, reps: int) -> dict:
     from numoracle.verdict import compiled
     row["compiled"] = any(p.fn is not None and p.failed is None for p in compiled.plans())
     row["ref64_s"] = B._time(lambda: B._ref64(op_name, inputs, params), "cpu", reps)
+    # beside the target's denominator, what the user's whole check costs (reference + assert_close)
+    row["ref64_check_s"] = B._time(lambda: reference_check(op_name, inputs, params, outs), "cpu", reps)
     row["verdict_s"] = B._time(verdict, "cpu", reps)
     row["ratio"] = row["verdict_s"] / row["ref64_s"]
+    row["ratio_over_check"] = row["verdict_s"] / row["ref64_check_s"]
     return row
 
 
@@ -425,7 +429,9 @@ def main(argv=None) -> int:
             for name, path in sides:
                 record("one", name, f"{op:26s}", _child(path, "one", op, a.reps),
                        lambda r: f"ref64 {r['ref64_s'] * 1e3:8.2f} ms  verdict {r['verdict_s'] * 1e3:8.2f} ms  "
-                                 f"ratio {r['ratio']:6.2f}  ({r['status']}, warm-up {r['warmup_s']:.1f} s)")
+                                 f"ratio {r['ratio']:6.2f}  (over ref64 + assert_close "
+                                 f"{r['ref64_check_s'] * 1e3:.2f} ms: {r['ratio_over_check']:.2f}; "
+                                 f"{r['status']}, warm-up {r['warmup_s']:.1f} s)")
     if "fuzz" not in skip:
         print(f"fuzz {a.fuzz_op} ({a.fuzz_backend}, no shrinking, {a.fuzz_seconds:g} s)")
         for name, path in sides:
