@@ -305,7 +305,7 @@ def dot_scaled_supported(backend: str) -> tuple[bool, str]:
     """(whether :func:`mx_matmul_dot_scaled` can run on ``backend``, why not).  Triton's
     interpreter runs ``tl.dot_scaled`` from 3.9 on (3.6's has no ``create_dot_scaled``); on
     NVIDIA GPUs without microscaling tensor cores (sm_90) Triton emulates it by upcasting
-    to bf16."""
+    to bf16, and the variant refuses the scales that emulation misreads (``dot_scaled_refusal``)."""
     if backend != "interpreter":
         return True, ""
     from triton.runtime import interpreter as I
