@@ -190,3 +190,52 @@ def test_softmax_exp2_form_with_log2e_to_five_digits_is_still_rejected():
     # a constant with too few digits (docs/operators.md, mutation operators)
     bad = _softmax_exp2_form(x, 1.4427)
     assert check_modes(op.reference, bad, inputs, params)["fixed"].status == "reject"
+
+
+def _flce_ignored_row_case():
+    # found by the adversarial search (docs/results/2026-12-05-statistical-nan-radius.md): row 0's
+    # label is the ignore index, so its grad_input is exactly 0; row 1's logits overflow fp32
+    from numoracle.strategies import Case
+    case = Case("fused_linear_cross_entropy", fmt="fp32", rows=2, cols=2, group="format_boundary",
+                params={"accum_fp32": False, "reduction": "mean"}, seed=0)
+    inputs, params = case.materialize()
+    return no.operators.get("fused_linear_cross_entropy"), inputs, params
+
+
+def test_a_term_masked_to_zero_after_its_variance_overflowed_does_not_reject_in_statistical_mode():
+    op, inputs, params = _flce_ignored_row_case()
+    assert int(inputs[2][0]) == -100
+    y = op.kernels["two_pass"](*[t.clone() for t in inputs], **params)
+    v = check_modes(op.reference, y, inputs, params)
+    grad_input = 1
+    for mode in ("statistical", "fixed"):
+        assert v[mode].status == "uncertified", (mode, v[mode].explain())
+        o = v[mode].outputs[grad_input]
+        assert not bool(o.rejected.any()), mode
+        # the ignored row is judged (its region is {0}), the overflowing row uncertified
+        assert not bool(o.uncertified[0].any()) and bool(o.uncertified[1].all()), mode
+        assert bool((o.lo[0] == 0).all() and (o.hi[0] == 0).all()), mode
+    # a nonzero gradient on the ignored row is still caught, in both modes
+    bad = [t.clone() for t in y]
+    bad[grad_input][0, 3] = 1e-30
+    for mode, w in check_modes(op.reference, tuple(bad), inputs, params).items():
+        assert bool(w.outputs[grad_input].rejected[0, 3]), mode
+
+
+def test_the_statistical_radius_falls_back_to_the_fixed_one_where_its_proxy_is_not_a_number():
+    from types import SimpleNamespace
+
+    from numoracle import statistical
+    from numoracle.calculus import form as FM
+    fixed = torch.tensor([0.0, 1.0, 2.0 ** -30], dtype=torch.float64)
+    entry = FM.Entry(abs=fixed.clone(), var=torch.tensor([float("nan"), 1.0, 2.0 ** -60], dtype=torch.float64),
+                     prov=frozenset({1}), label=FM.PRIVATE)
+    pre = SimpleNamespace(form=FM.Form(private=[entry]), ctx=SimpleNamespace(symbols={}, symbolic=False),
+                          c=torch.zeros(3, dtype=torch.float64), radius=lambda: fixed)
+    r = statistical.radius(pre, 3, 1e-6, fixed=fixed)
+    lam = statistical.lam(3, 1e-6)
+    assert r.tolist() == [0.0, 1.0, min(2.0 ** -30, lam * 2.0 ** -30)]
+    # where the fixed radius is not a number either, nor is this one (the element is uncertified)
+    nan = torch.tensor([float("nan")], dtype=torch.float64)
+    pre.c, pre.form = nan * 0, FM.Form(private=[FM.Entry(nan, nan, frozenset({1}), FM.PRIVATE)])
+    assert bool(statistical.radius(pre, 1, 1e-6, fixed=nan).isnan().all())

@@ -47,4 +47,7 @@ def radius(pre, n_elements: int, p: float, fixed=None):
         lm = torch.sqrt(2.0 * torch.log(n.clamp(min=1.0) * (2.0 / p)))
     else:
         lm = lam(n_elements, p)
-    return torch.minimum(fixed, lm * sigma2.sqrt() + det)
+    # fmin: where the proxy's arithmetic gives no number (a term masked to 0 whose variance had
+    # overflowed: 0 * inf), λσ + d is no bound at all and the fixed radius is the element's radius;
+    # where the fixed radius is not a number either, the element is uncertified (regions.region_of)
+    return torch.fmin(fixed, lm * sigma2.sqrt() + det)
