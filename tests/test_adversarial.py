@@ -21,15 +21,11 @@ from hypothesis import strategies as st
 
 from numoracle import backends, corpus, operators
 from numoracle.runner.execute import judge
-from numoracle.strategies import ADVERSARIAL_GROUPS, cases
+from numoracle.strategies import ADVERSARIAL_GROUPS, soundness_cases
 
-SEARCH_GROUPS = tuple(ADVERSARIAL_GROUPS) + ("calibration", "shifted_mean", "heavy_tailed")
 # the CI tier's examples per operator and its shapes; the slow tier's
 CI = {"examples": 12, "max_rows": 4, "max_cols": 48}
 LONG = {"examples": 60, "max_rows": 16, "max_cols": 256}
-# shapes an operator cannot take below these (a fp8 matmul's K is at least 32 and a multiple of
-# its K group, a quantizer's row a multiple of its group)
-MIN_COLS = {"w8a8_block_fp8_matmul": 128, "per_token_group_quant_fp8": 64}
 FAILING = ("reject", "nan")
 
 
@@ -47,10 +43,7 @@ def search(op_name: str, tier: dict, corpus_root: Path, derandomize: bool) -> co
     """Run the search for one operator: statuses per outcome, 'statistical_only' included."""
     op = operators.get(op_name)
     kernels = sorted(op.kernel_specs)
-    lo, hi = op.domain.cols
-    max_cols = min(hi, max(tier["max_cols"], MIN_COLS.get(op_name, 0), lo))
-    strategy = cases(op_name, groups=SEARCH_GROUPS, max_rows=min(op.domain.rows[1], tier["max_rows"]),
-                     max_cols=max_cols)
+    strategy = soundness_cases(op_name, max_rows=tier["max_rows"], max_cols=tier["max_cols"])
     seen: collections.Counter = collections.Counter()
 
     # no shrinking: the first failing case is saved as it was found (each shrink step would

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from .. import formats as F
 from ..errors import InvalidArgument
 from ._lazy import Lazy
-from ..families import ALL_GROUPS, GROUPS
+from ..families import ADVERSARIAL_GROUPS, ALL_GROUPS, GROUPS
 
 # Special values injected into the main input (input 0), by name.  All finite:
 # numoracle's regions assume finite inputs (non-finite ones only make elements
@@ -246,6 +246,24 @@ def cases(op, *, formats=None, groups=None, rows=None, cols=None, max_rows=None,
         return draw()
 
     return Lazy("cases", (name,), kwargs, build)
+
+
+# the soundness search (tests/test_adversarial.py, scripts/adversarial_search.py): the adversarial
+# groups and three shifted distributions; the smallest column cap per operator, for operators whose
+# drawn sizes need larger rows (a block fp8 matmul's K is a multiple of its K group, a quantizer's
+# row of its group)
+SOUNDNESS_GROUPS = (*ADVERSARIAL_GROUPS, "calibration", "shifted_mean", "heavy_tailed")
+_SOUNDNESS_MIN_COLS = {"w8a8_block_fp8_matmul": 128, "per_token_group_quant_fp8": 64}
+
+
+def soundness_cases(op, *, max_rows: int, max_cols: int):
+    """The cases the soundness search draws for operator ``op`` (a name): ``SOUNDNESS_GROUPS``,
+    shapes capped at ``max_rows`` x ``max_cols`` (raised where the operator needs more columns)."""
+    from .. import operators
+    o = operators.resolve(op)
+    lo, hi = o.domain.cols
+    return cases(o.name, groups=SOUNDNESS_GROUPS, max_rows=min(o.domain.rows[1], max_rows),
+                 max_cols=min(hi, max(max_cols, _SOUNDNESS_MIN_COLS.get(o.name, 0), lo)))
 
 
 def explicit_cases(op, *, formats=None, groups=None, rows=4, cols=96, seed=0, params=None) -> list:
