@@ -502,6 +502,21 @@ def test_the_command_prints_one_line_per_site_and_exits_by_the_check(capsys):
     assert data["plan"]["kernels"][0]["kernel"] == "_rms_norm_fwd_kernel"
 
 
+def test_the_default_listing_leaves_out_only_loads_and_exact_casts(capsys, monkeypatch):
+    """The listing is what a reference is written from, one line per rounding: every fp32
+    add and multiply is there (they were once left out with the loads, so a bias add or
+    ``h = x + r`` had no line)."""
+    monkeypatch.syspath_prepend(os.path.join(os.path.dirname(__file__), "user_project"))
+    assert main(["plan", "tests_user_op.ops:my_op", "--all"]) == 0
+    every = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  ")]
+    assert main(["plan", "tests_user_op.ops:my_op"]) == 0
+    shown = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  ")]
+    left_out = [ln for ln in every if ln not in shown]
+    assert left_out and all(" load " in ln or ("cast" in ln and "(exact)" in ln) for ln in left_out), left_out
+    assert sum("add in fp32" in ln and "(exact)" not in ln for ln in shown) == 2, shown
+    assert sum(ln.rstrip().endswith("mul in fp32") for ln in shown) == 3, shown
+
+
 def test_the_check_names_outputs_as_the_reference_names_them(capsys):
     """`DISAGREE rounding [output y]`, not `[output 0]`; the JSON keeps the index ("outputs")
     and gives the names beside it ("output_names")."""

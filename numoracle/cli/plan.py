@@ -26,8 +26,8 @@ def add_arguments(p) -> None:
     p.add_argument("--config", type=common.count, default=0,
                    help="for autotuned kernels: which configuration (an index into each one's pruned list)")
     p.add_argument("--profile", default="h200", help="the math profile the reference's sites are read under")
-    p.add_argument("--all", action="store_true", help="list every site (by default index arithmetic, loads and "
-                                                      "exact fp32 casts are left out)")
+    p.add_argument("--all", action="store_true", help="list every site (by default loads and exact widening casts are "
+                                                      "left out)")
     p.add_argument("--skeleton", default=None, metavar="PATH",
                    help="write a reference program that follows the kernel's plan to PATH ('-' for stdout; with "
                         "--json, into the document's 'skeleton')")
@@ -80,8 +80,8 @@ def _site_lines(kplan, show_all: bool) -> list:
         out.append(f"kernel {launch.name}[{launch.grid!r}]({cx}) num_warps={opts.get('num_warps')} "
                    f"fp_fusion={'on' if opts.get('enable_fp_fusion') else 'off'}{cfg}")
         for s in c.sites:
-            if not show_all and (s.kind == "load" or (s.kind == "cast" and not s.rounds)
-                                 or (s.kind == "arith" and s.fmt == "fp32" and not s.implementation and s.rounds)):
+            # a reference has one line per site that can round, so all of those are listed
+            if not show_all and (s.kind == "load" or (s.kind == "cast" and not s.rounds)):
                 continue
             out.append(f"  {s.where.short():32s} {s.text()}")
     if kplan.host_sites:
