@@ -302,17 +302,23 @@ def sum(x, axis=-1, keepdims=False, *, order="any", acc=None, **torch_style):
 
 
 def mean(x, axis=-1, keepdims=False, *, order="any", acc=None, **torch_style):
+    """``sum(x, axis, order=order, acc=acc)`` divided by the length n of ``axis``: the
+    quotient's rounding plus the library division's error, which also covers a kernel that
+    multiplies by a rounded 1/n instead of dividing."""
     _torch_keywords("mean", torch_style)
     return _impl(x).mean(x, axis, keepdims, order, acc)
 
 
 def max(x, axis=-1, keepdims=False, **torch_style):
+    """The largest value along ``axis`` (``tl.max``): exact, no rounding site.  For the
+    elementwise maximum of two values use ``maximum``."""
     _torch_keywords("max", torch_style)
     _not_elementwise("max", "maximum", axis)
     return _impl(x).max(x, axis, keepdims)
 
 
 def min(x, axis=-1, keepdims=False, **torch_style):
+    """The smallest value along ``axis`` (``tl.min``): exact.  Elementwise: ``minimum``."""
     _torch_keywords("min", torch_style)
     _not_elementwise("min", "minimum", axis)
     return _impl(x).min(x, axis, keepdims)
@@ -327,28 +333,45 @@ def _not_elementwise(fn: str, elementwise: str, axis) -> None:
 
 
 def logsumexp(x, axis=-1, keepdims=False, *, exp="exp2", order="any", **torch_style):
+    """``m + log(sum(e))`` along ``axis`` with m the row maximum, in x's format, the sum under
+    ``order``; ``e`` is ``exp2((x - m) * log2(e))`` (``exp="exp2"``, as Liger's kernels
+    compute it) or ``exp(x - m)`` (``exp="exp"``).  Write the steps out instead where a
+    kernel computes it another way (an online maximum, another base)."""
     _torch_keywords("logsumexp", torch_style)
     return _impl(x).logsumexp(x, axis, keepdims, exp, order)
 
 
 def matmul(a, b, *, acc=None, order="any"):
+    """``a @ b`` for a of shape [..., M, K] and b of shape [K, N], as ``tl.dot``: products
+    exact where both formats are narrow enough for ``acc`` (bf16, fp16, fp8 into fp32),
+    otherwise each rounded; accumulated in ``acc`` (default fp32) under ``order`` over K
+    ("any" also covers a K loop that adds each tile's dot into an accumulator).  The result
+    is in ``acc``: round it to the stored format with ``.to``."""
     return _impl(a).matmul(a, b, acc, order)
 
 
 # ---- selection
 def where(cond, a, b):
+    """``tl.where``: a where ``cond`` holds, else b, per element; ``cond`` a comparison of
+    tracked values (``x > 0``, combined with ``&``, ``|``, ``~``) or a boolean torch tensor.
+    Where the comparison is decided the element is the selected branch, with that branch's
+    certificate only; where the kernel's values may compare the other way it may be either,
+    and its region covers both."""
     return _impl(_first(a, b)).where(cond, a, b)
 
 
 def maximum(a, b):
+    """Elementwise maximum of two values (``tl.maximum``), exact: ``where(a >= b, a, b)``."""
     return _impl(_first(a, b)).maximum(a, b)
 
 
 def minimum(a, b):
+    """Elementwise minimum of two values (``tl.minimum``), exact: ``where(a <= b, a, b)``."""
     return _impl(_first(a, b)).minimum(a, b)
 
 
 def clamp(x, lo=None, hi=None):
+    """``minimum(maximum(x, lo), hi)``, either bound optional; exact."""
     return _impl(x).clamp(x, lo, hi)
 
 
@@ -369,10 +392,15 @@ def ones_like(x, fmt=None):
 
 
 def gather(x, index, axis=-1):
+    """The elements of x at ``index`` (an integer torch tensor) along ``axis``, as a kernel's
+    indexed load (a label's logit, say): exact.  An index with one dimension fewer than x
+    picks one element per row."""
     return _impl(x).gather(x, index, axis)
 
 
 def cat(xs, axis=-1):
+    """The tracked tensors ``xs`` joined along ``axis``; parts in different formats are first
+    converted to their common promoted format."""
     xs = list(xs)
     return _impl(xs[0]).cat(xs, axis)
 

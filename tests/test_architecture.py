@@ -131,3 +131,10 @@ def test_the_public_names_are_the_documented_ones():
 def test_every_public_name_resolves():
     for name in numoracle.__all__:
         assert getattr(numoracle, name) is not None, name
+
+
+def test_every_public_function_says_what_it_does():
+    """``help(no.matmul)`` is where a user writing a reference looks first."""
+    bare = [name for name in numoracle.__all__
+            if callable(getattr(numoracle, name)) and not (getattr(numoracle, name).__doc__ or "").strip()]
+    assert not bare, f"public callables without a docstring: {bare}"
