@@ -63,6 +63,52 @@ def test_specific_rewrites():
     assert "tl.constexpr(1.44)" in apply_site(SRC, s)
 
 
+CAST_STORE = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, y_ptr, n):
+    offs = tl.arange(0, 16)
+    acc = tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32) * 3.0
+    tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=offs < n)
+'''
+
+
+def test_store_mutants_change_the_cast_the_stored_value_already_has():
+    """``tl.store(p, acc.to(T))``: a rounding mode on a second cast of the rounded value would
+    convert T to T (an equivalent mutant, found on a user's matmul kernel), so the store
+    mutants rewrite that cast: it truncates, or it is reached through fp16."""
+    sites = {s.kind: s for s in enumerate_sites(CAST_STORE)}
+    trunc = apply_site(CAST_STORE, sites["truncating_store"])
+    assert "acc.to(y_ptr.dtype.element_ty, fp_downcast_rounding='rtz')" in trunc, trunc
+    dbl = apply_site(CAST_STORE, sites["double_rounding"])
+    assert "acc.to(tl.float16).to(y_ptr.dtype.element_ty)" in dbl, dbl
+    # an integer cast stays as it was and is wrapped
+    src = CAST_STORE.replace("acc.to(y_ptr.dtype.element_ty)", "acc.to(tl.int32)")
+    trunc = apply_site(src, {s.kind: s for s in enumerate_sites(src)}["truncating_store"])
+    assert "acc.to(tl.int32).to((y_ptr + offs).dtype.element_ty, fp_downcast_rounding='rtz')" in trunc, trunc
+
+
+def test_no_rounding_mutant_of_a_loop_counter_plus_arange():
+    """``rk = k0 + tl.arange(0, BK)`` is an index (k0 counts a range loop): rounding k0 to the
+    storage format first only crashes the kernel.  A float product still gets its mutant."""
+    src = CAST_STORE.replace(
+        "    offs = tl.arange(0, 16)\n    acc = tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32) * 3.0\n",
+        "    acc = tl.zeros((16,), dtype=tl.float32)\n"
+        "    for k0 in range(0, n, 16):\n"
+        "        rk = k0 + tl.arange(0, 16)\n"
+        "        a = tl.load(x_ptr + rk).to(tl.float32)\n"
+        "        b = tl.load(x_ptr + rk + n).to(tl.float32)\n"
+        "        acc += a * b\n"
+        "    offs = tl.arange(0, 16)\n")
+    assert "for k0" in src
+    details = [s.detail for s in enumerate_sites(src) if s.kind == "earlier_downcast"]
+    assert not any("k0" in d for d in details), details
+    assert any(d.startswith("a * b") for d in details), details
+
+
 @pytest.fixture(scope="module")
 def softmax_campaign():
     # CI-sized: three groups, one case each, one mutant per mutation operator that applies

@@ -111,6 +111,17 @@ def _to(node, dtype_expr, **kw):
                     [ast.keyword(k, v) for k, v in kw.items()])
 
 
+def _plain_cast(node) -> bool:
+    """``v.to(T)`` with T a float type of ``tl`` or a pointer's element type, and no rounding
+    mode: a conversion whose rounding a store mutant can change itself."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to"
+            and len(node.args) == 1 and not node.keywords):
+        return False
+    t = node.args[0]
+    return (isinstance(t, ast.Attribute) and not _is_int_type(t)
+            and (t.attr in ("element_ty", "dtype") or re.fullmatch(r"float\d+|bfloat16|float8\w+", t.attr) is not None))
+
+
 def _tl(attr):
     return ast.Attribute(ast.Name("tl", ast.Load()), attr, ast.Load())
 
@@ -124,6 +135,15 @@ class Context:
         self.parents = parents
         ptrs = [a.arg for a in func.args.args if a.arg.endswith("_ptr")] if func is not None else []
         self.ptr = ptrs[0] if ptrs else None
+        # integers by construction: loop counters of range / tl.range / tl.static_range
+        self.counters = {n.target.id for n in ast.walk(func) if isinstance(n, ast.For)
+                         and isinstance(n.target, ast.Name) and isinstance(n.iter, ast.Call)
+                         and _tail(n.iter) in ("range", "static_range")} if func is not None else set()
+
+    def integer_expr(self, node) -> bool:
+        """Whether node computes an index: it holds a loop counter or a ``tl.arange``."""
+        return bool(_names(node) & self.counters) or any(
+            isinstance(n, ast.Call) and _tail(n) == "arange" for n in ast.walk(node))
 
     def storage(self):
         """The storage format: the first pointer argument's element type, else bf16."""
@@ -188,7 +208,7 @@ def m_earlier_downcast(node, ctx):
     """a OP b -> a.to(storage) OP b: an operand rounded to the storage format before the operation."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Sub, ast.Mult, ast.Add, ast.Div)) \
             and _num(node.left) is None and _num(node.right) is None \
-            and not ctx.in_pointer_math(node) and not _is_index_expr(node) \
+            and not ctx.in_pointer_math(node) and not _is_index_expr(node) and not ctx.integer_expr(node) \
             and not any(_is_caps(n) for n in _names(node.left)):
         new = copy.deepcopy(node)
         new.left = _to(node.left, ctx.storage())
@@ -211,7 +231,13 @@ def m_truncating_store(node, ctx):
         p = node.args[0]
         ety = ast.Attribute(ast.Attribute(copy.deepcopy(p), "dtype", ast.Load()), "element_ty", ast.Load())
         new = copy.deepcopy(node)
-        new.args[1] = _to(node.args[1], ety, fp_downcast_rounding=ast.Constant("rtz"))
+        v = node.args[1]
+        if _plain_cast(v):
+            # the value is already rounded to the stored type (``v.to(T)``): wrapping it in a
+            # second cast would convert T to T, an equivalent mutant, so that cast truncates
+            new.args[1] = _to(v.func.value, copy.deepcopy(v.args[0]), fp_downcast_rounding=ast.Constant("rtz"))
+        else:
+            new.args[1] = _to(v, ety, fp_downcast_rounding=ast.Constant("rtz"))
         yield f"store of {_src(node.args[1])} truncates (rtz)", new
 
 
@@ -220,7 +246,10 @@ def m_double_rounding(node, ctx):
     if isinstance(node, ast.Call) and _tail(node) == "store" and len(node.args) >= 2 \
             and _num(node.args[1]) is None:
         new = copy.deepcopy(node)
-        new.args[1] = _to(node.args[1], _tl("float16"))
+        v = node.args[1]
+        # v.to(T): through fp16 before that cast (after it, fp16 would hold T's value exactly)
+        new.args[1] = _to(_to(v.func.value, _tl("float16")), copy.deepcopy(v.args[0])) if _plain_cast(v) \
+            else _to(v, _tl("float16"))
         yield f"store of {_src(node.args[1])} rounded through fp16 first", new
 
 
