@@ -6,6 +6,7 @@ whose output has at least as many elements as the operator's first input.
 
     python benchmarks/opcount.py rms_norm
     python benchmarks/opcount.py softmax --device cuda --rows 256 --top 40
+    python benchmarks/opcount.py rms_norm --eager     # a whole eager verdict, shortcuts taken
 
 The code runs eagerly, so roundings take the formulation picked outside a
 compile (formats._bitcasts_cheap): compiled on the CPU, 16-bit roundings use
@@ -72,6 +73,26 @@ def count(op_name: str, rows: int, device: str, full: bool) -> _Counter:
         settings.load_profile("default")
 
 
+def count_eager(op_name: str, rows: int, device: str) -> _Counter:
+    """The counter over one whole eager verdict (statistical mode, settings compile='never'):
+    the calculus with its data-dependent shortcuts taken (``Context.any``/``all`` decide on
+    the values), plus the eager path's own site records and judgement.  Against ``count``,
+    an upper bound of what specialising a compiled verdict on the shortcuts could save."""
+    from numoracle.check import check
+    from numoracle import settings
+    try:
+        settings.register_profile("opcount-eager", compile="never")
+        settings.load_profile("opcount-eager")
+        op, inputs, params, outs = B.setup(op_name, rows * B.COLS, device)
+        check(op.reference, outs, inputs, params, mode="statistical")
+        counter = _Counter(inputs[0].numel())
+        with counter:
+            check(op.reference, outs, inputs, params, mode="statistical")
+        return counter
+    finally:
+        settings.load_profile("default")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("op", choices=B.OPS)
@@ -79,9 +100,10 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", type=int, default=64)
     ap.add_argument("--top", type=int, default=30, help="call sites to list")
     ap.add_argument("--regions", action="store_true", help="count the regions function (else the flags-only one)")
+    ap.add_argument("--eager", action="store_true", help="count a whole eager verdict instead (shortcuts taken)")
     a = ap.parse_args(argv)
-    c = count(a.op, a.rows, a.device, a.regions)
-    print(f"{a.op} on {a.device}: {c.total} full-size operations per verdict")
+    c = count_eager(a.op, a.rows, a.device) if a.eager else count(a.op, a.rows, a.device, a.regions)
+    print(f"{a.op} on {a.device}: {c.total} full-size operations per {'eager ' if a.eager else ''}verdict")
     for site, n in c.by_site.most_common(a.top):
         print(f"{n:6d}  {site}")
     print("by operator:", ", ".join(f"{k} {v}" for k, v in c.by_op.most_common()))
