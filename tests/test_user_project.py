@@ -136,6 +136,11 @@ def test_a_planted_fault_is_rejected_shrunk_saved_and_its_replay_passes_once_fix
     rc, out, err = run_line(project, replay[0])
     assert rc == 1, out + err
     assert f"kernel {FAULTY} re-run" in out and "reproduced" in out
+    # from another directory the operator does not import: the message says where it does
+    rc, out, err = numoracle(project.parent, "replay", str(case))
+    assert rc == 2, out + err
+    assert "No module named 'tests_user_op'" in out and f"The case lies under {project}, which holds " \
+        f"'tests_user_op': replay it from there, or put {project} on PYTHONPATH." in " ".join(out.split()), out
     rc, out = pytest_in(project, corpus)
     assert rc == 1 and "1 failed" in out and "Kernel output outside its acceptance region" in out, out
 

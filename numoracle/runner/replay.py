@@ -25,6 +25,7 @@ judged reproduce it too, where a reject's saved outputs that no longer fit are c
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from .. import backends, operators
 from ..check import evaluate
@@ -84,7 +85,8 @@ def _replay(path, kernel, backend, saved_outputs, timeout, isolate) -> dict:
     try:
         op = operators.resolve(opspec)
     except InvalidArgument as exc:
-        return corrupt(path, f"{cj}: its operator {opspec!r} cannot be found: {exc}", **base)
+        return corrupt(path, f"{cj}: its operator {opspec!r} cannot be found: {exc}{_import_hint(path, opspec)}",
+                       **base)
     except (Exception, SystemExit) as exc:      # the case names a module whose import fails
         what = f"SystemExit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
         return corrupt(path, f"{cj}: importing its operator {opspec!r} raised {what}; fix the module or the "
@@ -136,7 +138,7 @@ def _replay(path, kernel, backend, saved_outputs, timeout, isolate) -> dict:
         try:
             kfn, kname = resolve(op, chosen)
         except InvalidArgument as exc:
-            failure = str(exc)
+            failure = f"{exc}{_import_hint(path, chosen)}"
         except (Exception, SystemExit) as exc:   # a registered kernel's module failing to import
             failure = f"importing it raised {type(exc).__name__}: {exc}"
         if failure is not None:
@@ -207,6 +209,22 @@ def named_failure_class(fc, names):
     if j is not None and 0 <= j < len(names):
         return [names[j], *fc[1:]]
     return fc
+
+
+def _import_hint(path, spec: str) -> str:
+    """Where a case's own ``package.module:attribute`` is importable from, when not from here.
+    Corpora are saved under the directory a run started in (``corpora/OP/KERNEL/ID``, and the
+    pytest plugin's ``.numoracle/corpus/...``), so the case's nearest ancestor holding the
+    spec's top-level package is named.  Nothing is imported from there."""
+    if not isinstance(spec, str) or ":" not in spec:
+        return ""
+    top = spec.split(":", 1)[0].split(".", 1)[0]
+    here = Path.cwd().resolve()
+    for d in list(Path(path).resolve().parents)[:6]:
+        if (d / top).is_dir() or (d / f"{top}.py").is_file():
+            return "" if d == here else (f" The case lies under {d}, which holds {top!r}: replay it from there, "
+                                         f"or put {d} on PYTHONPATH.")
+    return ""
 
 
 def corrupt(path, reason: str, **base) -> dict:
