@@ -78,8 +78,8 @@ def count_eager(op_name: str, rows: int, device: str) -> _Counter:
     the calculus with its data-dependent shortcuts taken (``Context.any``/``all`` decide on
     the values), plus the eager path's own site records and judgement.  Against ``count``,
     an upper bound of what specialising a compiled verdict on the shortcuts could save."""
-    from numoracle.check import check
     from numoracle import settings
+    from numoracle.check import check
     try:
         settings.register_profile("opcount-eager", compile="never")
         settings.load_profile("opcount-eager")
