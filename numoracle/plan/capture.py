@@ -161,6 +161,13 @@ class _Recorder:
                                     shape=tuple(v.shape)))
             else:
                 recorded.append(Arg(name, "scalar", value=v))
+        if callable(grid):
+            # kernel[lambda meta: ...]: the grid Triton would launch, from the bound arguments and
+            # the configuration's constexprs (the listing and the loop trip counts read it)
+            try:
+                grid = tuple(grid({**bound.arguments, **constexprs}))
+            except Exception:          # noqa: BLE001 - a grid function this capture cannot call: kept as given
+                pass
         self.cap.launches.append(Launch(self.next_seq(), kernel, fn.__name__, recorded, signature, constexprs,
                                         tuple(divisible), options, grid, _stack(), config))
 
