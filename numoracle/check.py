@@ -103,7 +103,9 @@ def evaluate(program, inputs, params=None, *, backend="interpreter", profile=Non
 def check(program, outputs, inputs, params=None, *, mode="statistical", backend="interpreter",
           p=None, profile=None, nonfinite=None, confirm=True, settings=None, kernel=None, launch=None) -> Verdict:
     """Judge kernel ``outputs`` against ``program`` on ``inputs``.  Never raises on a bad
-    kernel: the verdict says accept, reject or uncertified.  ``p`` and ``nonfinite``
+    kernel's values: the verdict says accept, reject or uncertified.  Outputs that cannot be
+    judged at all (a count, shape or dtype other than the reference gives) raise
+    ``InvalidArgument`` naming what was expected.  ``p`` and ``nonfinite``
     default to the settings' (``numoracle.settings``).  ``kernel``: the launcher that made
     ``outputs`` (``kernel(*inputs, **params)``); with ``settings.plan_check`` on, the
     verdict's assumptions carry its plan check (``numoracle.plan.assumption``, once per input
