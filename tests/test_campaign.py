@@ -13,13 +13,14 @@ from numoracle.studies.campaign.report import headline, load, render_html, rende
 from numoracle.errors import InvalidArgument
 
 OPS = ["rms_norm", "cross_entropy", "per_token_group_quant_fp8"]
+PAIR_OPS = sorted({p.operator for p in RP.PAIRS})
 
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("campaign")
     data = campaign(out, backend="interpreter", size="quick", ops=OPS, stages=("correct", "mutation", "replays"),
-                    log=lambda s: None, mutation_ops=["rms_norm"])
+                    log=lambda s: None, mutation_ops=["rms_norm"], replay_ops=PAIR_OPS)
     return out, data
 
 
@@ -61,7 +62,7 @@ def test_resumes_without_recomputing(quick, monkeypatch):
         raise AssertionError("a finished kernel was run again")
     monkeypatch.setattr(C, "sweep_kernel", boom)
     again = campaign(out, backend="interpreter", size="quick", ops=OPS, stages=("correct", "mutation", "replays"),
-                     log=lambda s: None, mutation_ops=["rms_norm"])
+                     log=lambda s: None, mutation_ops=["rms_norm"], replay_ops=PAIR_OPS)
     assert again["correct"] == json.loads(json.dumps(data["correct"]))
 
 
@@ -131,6 +132,28 @@ def test_a_resumed_replay_stage_runs_both_entries_of_a_shared_pair_number(monkey
     assert len(out) == len(RP.PAIRS) and len({RP.key(r) for r in out}) == len(RP.PAIRS)
     assert RP.key(first3) not in ran and len(ran) == len(RP.PAIRS) - 1
     assert [(r["operator"], r["faulty"]) for r in out] == [(p.operator, p.faulty) for p in RP.PAIRS]
+
+
+def test_a_campaign_of_some_operators_replays_only_their_change_pairs(monkeypatch, tmp_path):
+    """``--ops softcap.ops:op`` replayed all 16 pairs of registered operators, none its own."""
+    ran = []
+
+    def fake(p, n_cases, backend, dev, baselines=None):
+        ran.append(p.operator)
+        return {"pair": p.pair, "operator": p.operator, "faulty": p.faulty, "faulty_rejected": True,
+                "control_rejections": 0, "cases": n_cases, "faulty_rejections": 1, "exposed_by": [], "seconds": 0}
+
+    monkeypatch.setattr(RP, "replay", fake)
+    campaign(tmp_path / "a", ops=["rms_norm", "softmax"], stages=("replays",), log=lambda s: None)
+    assert ran == [p.operator for p in RP.PAIRS if p.operator == "rms_norm"] and len(ran) == 2
+    ran.clear()
+    campaign(tmp_path / "b", ops=["softmax"], stages=("replays",), log=lambda s: None)
+    assert ran == []
+    campaign(tmp_path / "c", ops=["softmax"], stages=("replays",), log=lambda s: None, replay_ops=["kl_div"])
+    assert ran == ["kl_div"]
+    ran.clear()
+    campaign(tmp_path / "d", stages=("replays",), log=lambda s: None)
+    assert len(ran) == len(RP.PAIRS)
 
 
 # ---- the output directory's lock, and the working time across resumes (issue #23) ------------

@@ -27,6 +27,8 @@ def add_arguments(p) -> None:
     p.add_argument("--mutation-seconds", type=common.seconds, default=None,
                    help="time budget of the mutation stage in this run (default: the size's)")
     p.add_argument("--mutation-ops", default="", help="operators of the mutation stage (default: --ops)")
+    p.add_argument("--replay-ops", default="", help="operators whose change pairs are replayed (default: --ops; "
+                                                   "every pair without --ops)")
     p.add_argument("--chunk", type=common.positive_int, default=None,
                    help="cases per work unit of the correct stage (default: one unit per kernel and input group)")
     p.add_argument("--report", action="store_true", help="write report.html and report.md at the end")
@@ -53,6 +55,7 @@ def run(args) -> int:
         data = campaign(args.out, backend=args.backend, size="quick" if args.quick else "full",
                         ops=[o for o in args.ops.split(",") if o] or None, stages=stages,
                         mutation_ops=[o for o in args.mutation_ops.split(",") if o] or None,
+                        replay_ops=[o for o in args.replay_ops.split(",") if o] or None,
                         overrides={"correct": args.cases, "replays": args.replay_cases, "mutation": args.mutation_cases,
                                    "max_mutants": args.max_mutants, "mutation_seconds": args.mutation_seconds},
                         executor=executor, scheduler=args.scheduler, workers=args.workers, chunk=args.chunk,

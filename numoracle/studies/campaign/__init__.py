@@ -163,13 +163,14 @@ def fixed_params(names, params) -> dict:
 
 def campaign(out_dir, *, backend="interpreter", size="quick", ops=None, stages=STAGES, log=None,
              mutation_ops=None, overrides=None, executor="inline", workers=None, scheduler=None,
-             chunk=None, params=None) -> dict:
+             chunk=None, params=None, replay_ops=None) -> dict:
     """Run (or resume) a campaign; returns the results also written to
     ``out_dir/campaign.json``.  The correct stage runs as work units on ``executor``
     ("inline": in this process; "local": worker processes; "dask": a Dask cluster, at
     ``scheduler`` or started here), cut into at most ``chunk`` cases each; the mutation
     stage one operator at a time (``mutation_ops`` narrows it; default ``ops``), the
-    replays one change pair at a time.  Every finished unit of every stage is on disk
+    replays one change pair at a time (the pairs of ``replay_ops``; default: of ``ops``, and
+    every pair without ``ops``).  Every finished unit of every stage is on disk
     before the next starts.  ``params`` ({name: value}) fixes those parameters for every
     operator that takes them, in the correct and mutation stages; the change pairs keep
     the configurations they were recorded with.  A resumed campaign must be given the same
@@ -214,7 +215,8 @@ def campaign(out_dir, *, backend="interpreter", size="quick", ops=None, stages=S
                 done[RP.key(r)] = r
                 data["replays_partial"] = list(done.values())
                 save()
-            data["replays"] = RP.run(sz["replays"], backend, backend.device, log=log, done=done, on_pair=finished)
+            data["replays"] = RP.run(sz["replays"], backend, backend.device, log=log, done=done, on_pair=finished,
+                                     ops=replay_ops if replay_ops is not None else ops)
             data.pop("replays_partial", None)
             data.setdefault("done", []).append("replays")
         save()

@@ -146,14 +146,16 @@ def key(p) -> str:
     return f"{p.pair}:{p.operator}/{p.faulty}"
 
 
-def run(n_cases: int, backend, dev: str, baselines=None, log=print, done=None, on_pair=None) -> list[dict]:
-    """Every pair's replay, in order; ``done`` (``key(result)`` -> result) are those a resumed
-    campaign has already, and ``on_pair(result)`` is called as each new one ends."""
+def run(n_cases: int, backend, dev: str, baselines=None, log=print, done=None, on_pair=None,
+        ops=None) -> list[dict]:
+    """Every pair's replay, in order (``ops``: only the pairs of these operators); ``done``
+    (``key(result)`` -> result) are those a resumed campaign has already, and
+    ``on_pair(result)`` is called as each new one ends."""
     ok, missing = available()
     why = {id(q): reason for q, reason in missing}
     done = done or {}
     out = []
-    for p in PAIRS:
+    for p in PAIRS if ops is None else [q for q in PAIRS if q.operator in set(ops)]:
         if key(p) in done:
             out.append(done[key(p)])
             continue
