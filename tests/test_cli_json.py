@@ -90,6 +90,31 @@ def test_fuzz_on_local_workers_sums_its_searches(capsys):
     assert b["seconds"]["kernel"] > 0 and b["seconds"]["verdict"] > 0
 
 
+def test_fuzz_on_workers_passes_the_operator_spec_and_the_fixed_parameters(monkeypatch):
+    """The units of ``fuzz --workers`` find a user's operator by its spec (by its name a worker
+    found none: 'unknown operator') and draw ``--param``'s values (they were dropped)."""
+    from numoracle.cli import main
+    from numoracle.studies.executors import fuzz as EF
+    seen = {}
+
+    def fake_run_fuzz(units, **kw):
+        seen["units"] = list(units)
+        return {"units": 0, "units_done": 0, "groups": {}, "totals": dict.fromkeys(EF.STATS, 0),
+                "exit_reasons": {}, "counterexamples": [], "saved": [], "seconds": 0.0, "cases_per_second": 0.0,
+                "unit_seconds": 0.0, "breakdown": {}, "executor": {"executor": "local", "workers": 2},
+                "found": False}
+
+    monkeypatch.setattr(EF, "run_fuzz", fake_run_fuzz)
+    monkeypatch.syspath_prepend(os.path.join(os.path.dirname(__file__), "user_project"))
+    assert main(["fuzz", "tests_user_op.ops:my_op", "--workers", "2", "--units", "1", "--examples", "1",
+                 "--groups", "calibration", "--param", "offset=1.0", "--json"]) == 0
+    (u,) = seen["units"]
+    assert u.op == "tests_user_op.ops:my_op" and dict(u.settings)["params"] == (("offset", (1.0,)),)
+    assert main(["fuzz", "rms_norm", "--workers", "2", "--units", "1", "--examples", "1",
+                 "--groups", "calibration", "--json"]) == 0
+    assert seen["units"][0].op == "rms_norm" and dict(seen["units"][0].settings)["params"] is None
+
+
 def test_a_usage_error_is_the_document(capsys):
     doc = _one_document(capsys, ["check", "no_such_op", "--json"], codes=(2,))
     assert doc["exit_code"] == 2 and "unknown operator" in doc["error"]

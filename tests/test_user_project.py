@@ -153,6 +153,20 @@ def test_a_planted_fault_is_rejected_shrunk_saved_and_its_replay_passes_once_fix
 
 
 @pytest.mark.slow
+def test_fuzz_on_worker_processes_finds_saves_and_replays_the_users_fault(project):
+    """``fuzz --workers 2`` on a user's operator: the worker processes import it by its spec
+    (they once looked it up by name and refused it), and the case they save replays."""
+    rc, out, err = numoracle(project, "fuzz", OP, "--kernel", FAULTY, "--workers", "2", "--units", "1",
+                             "--examples", "40", "--groups", "calibration", "--max-rows", "2", "--max-cols", "40",
+                             "--no-isolate", "--json")
+    assert rc == 1, out + err
+    doc = json.loads(out)
+    assert doc["totals"]["reject"] >= 1 and len(doc["saved"]) == 1, doc
+    rc, out, err = numoracle(project, "replay", doc["saved"][0])
+    assert rc == 1 and f"kernel {FAULTY} re-run" in out and "reproduced" in out, out + err
+
+
+@pytest.mark.slow
 def test_mutate_runs_on_the_user_operator(project):
     rc, out, err = numoracle(project, "mutate", OP, "--cases-per-group", "1", "--max-mutants", "3", "--json")
     assert rc == 0, err

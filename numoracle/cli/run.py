@@ -86,7 +86,7 @@ def run(args, command: str) -> int:
         from ..studies.executors import wants_executor
         if wants_executor(args):
             from ..studies.executors.fuzz import run_from_cli
-            return run_from_cli(args, op=op, groups=groups, formats=fmts, seconds=seconds)
+            return run_from_cli(args, op=op, groups=groups, formats=fmts, seconds=seconds, params=choices)
     if command == "check":
         examples = 12 if args.examples is None else args.examples
         max_rows, max_cols = args.max_rows or 8, args.max_cols or 256

@@ -56,7 +56,9 @@ def fuzz_units(op: str, kernel: str, backend: str, *, seeds=(0, 4), seeds_per_un
                              "timeout": timeout, "isolate": isolate, "expect": expect,
                              "params": tuple(sorted((k, tuple(v)) for k, v in (params or {}).items())) or None
                              }.items()))
-    return [Unit("fuzz", o.name, kernel, g, (s, min(s + seeds_per_unit, hi)), backend, settings)
+    # a worker process finds the operator again by its spec: a user's operator is not registered
+    # under its name there
+    return [Unit("fuzz", o.spec or op, kernel, g, (s, min(s + seeds_per_unit, hi)), backend, settings)
             for g in groups for s in range(lo, hi, seeds_per_unit)]
 
 
@@ -203,22 +205,23 @@ def run_fuzz(units, *, executor: str = "local", scheduler: str | None = None, wo
             "found": bool(found or totals["reject"] or totals["error"] or totals["nan"] or totals["timeout"])}
 
 
-def run_from_cli(args, *, op, groups=None, formats=None, seconds=None) -> int:
+def run_from_cli(args, *, op, groups=None, formats=None, seconds=None, params=None) -> int:
     """``numoracle fuzz ... --executor dask|local --workers N``: ``--units``
     Hypothesis searches (seeds ``--seed``.. on) per input group, each of
     ``--examples`` cases (20 by default) or ``--seconds``; the first
-    counterexample of each search is shrunk and saved to ``--corpus`` here."""
+    counterexample of each search is shrunk and saved to ``--corpus`` here.  ``params``:
+    ``{name: choices}`` of ``--param``."""
     from ... import backends
     from ...cli.common import emit_json, progress
     backend = backends.select(args.backend)
     base = args.seed or 0
     n = getattr(args, "units", None) or 4
     examples = args.examples if args.examples is not None else (10**9 if seconds else 20)
-    units = fuzz_units(op.name, args.kernel, backend.name, seeds=(base, base + n), groups=groups, examples=max(examples, 1),
+    units = fuzz_units(op.spec or args.op, args.kernel, backend.name, seeds=(base, base + n), groups=groups, examples=max(examples, 1),
                        mode=args.mode, seconds=seconds, formats=formats, max_rows=args.rows or args.max_rows,
                        max_cols=args.cols or args.max_cols, shrink=not args.no_shrink,
                        shrink_seconds=args.shrink_seconds, timeout=args.timeout, isolate=args.isolate,
-                       expect=args.expect)
+                       expect=args.expect, params=params)
     quiet = args.json or args.quiet
     res = run_fuzz(units, executor=args.executor, scheduler=args.scheduler, workers=args.workers,
                    corpus=None if args.no_save else args.corpus,
