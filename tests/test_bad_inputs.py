@@ -325,6 +325,7 @@ MODULES = {
     "nb_ok": "def fn(x, w, **p):\n    return x, x\n",
     "nb_sysexit": "import sys\nsys.exit(3)\n",
     "nb_op_raises": "raise RuntimeError('this operator module refuses to be imported')\n",
+    "nb_signature": "def one_input(x, **p):\n    return x\n\ndef no_params(x, w):\n    return x\n",
 }
 
 # (id, argv, the words the error line must hold); each exits 2
@@ -355,6 +356,9 @@ CLI = [
     ("kernel_import_error_inside", CHECK + ["--kernel", "nb_importerror:fn"], "no_such_dependency_xyz"),
     ("kernel_sys_exit_at_import", CHECK + ["--kernel", "nb_sysexit:fn"], "nb_sysexit"),
     ("kernel_not_callable", CHECK + ["--kernel", "nb_notcallable:fn"], "not a callable"),
+    # refused before any case runs (every case was the kernel's TypeError, shrunk as a finding)
+    ("kernel_takes_too_few_inputs", CHECK + ["--kernel", "nb_signature:one_input"], "cannot be called as rms_norm's"),
+    ("kernel_takes_no_parameters", FUZZ + ["--kernel", "nb_signature:no_params"], "unexpected keyword argument"),
     ("kernel_attr_missing", CHECK + ["--kernel", "nb_ok:nothing_here"], "cannot import"),
     ("kernel_empty_function", CHECK + ["--kernel", "nb_ok:"], "package.module:function"),
     ("kernel_empty_module", CHECK + ["--kernel", ":fn"], "package.module:function"),

@@ -79,6 +79,7 @@ def resolve(op, spec):
     import spec, or a callable (its module:qualname is recorded)."""
     if callable(spec):
         name = f"{getattr(spec, '__module__', '?')}:{getattr(spec, '__qualname__', getattr(spec, '__name__', '?'))}"
+        _takes_the_arguments(op, spec, f"kernel {name}")
         return spec, name
     if not isinstance(spec, str):
         raise InvalidArgument(f"kernel={spec!r}: expected a kernel name, package.module:function, or a callable.")
@@ -88,7 +89,31 @@ def resolve(op, spec):
     if plain in getattr(op, "faulty", {}) and (spec.startswith("faulty:") or ":" not in spec):
         return op.faulty_kernel(plain), f"faulty:{plain}"
     if is_import_spec(spec):
-        return import_kernel(spec), spec
+        f = import_kernel(spec)
+        _takes_the_arguments(op, f, f"--kernel {spec!r}")
+        return f, spec
     raise InvalidArgument(f"--kernel {spec!r}: {op.name} has kernels {sorted(op.kernel_specs)} and faulty "
                           f"kernels {sorted(getattr(op, 'faulty', {}))}; or give package.module:function "
                           f"for your own.")
+
+
+def _takes_the_arguments(op, f, label: str) -> None:
+    """Refuse, before any case runs, a kernel that cannot be called the way every case calls
+    it: the reference's inputs by position, its parameters by keyword.  (Otherwise each case
+    is the kernel's TypeError, and a search shrinks it as if it were a finding.)"""
+    import inspect
+    ref = getattr(op, "reference", None)
+    if ref is None:
+        return
+    try:
+        sig = inspect.signature(f)
+    except (TypeError, ValueError):          # a builtin or extension callable: nothing to read
+        return
+    try:
+        # a no.launch() parameter is read from the launch, never passed to the kernel
+        sig.bind(*ref.input_names, **dict.fromkeys(p for p in ref.param_names if p not in ref.launch_params))
+    except TypeError as exc:
+        raise InvalidArgument(f"{label}: {getattr(f, '__name__', 'the kernel')}{sig} cannot be called as "
+                              f"{op.name}'s kernels are, {op.kernel_signature()} ({exc}); give it the "
+                              f"reference's inputs in order and its parameters as keywords "
+                              f"(numoracle ops {op.name} shows the signature).") from None
