@@ -168,6 +168,35 @@ def fp8_dot(a, b):
 
 
 @triton.jit
+def tiled_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                        INIT_FROM_C: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    cmask = (rm[:, None] < M) & (rn[None, :] < N)
+    if INIT_FROM_C:
+        acc = tl.load(c_ptr + rm[:, None] * N + rn[None, :], mask=cmask, other=0.0).to(tl.float32)
+    else:
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        rk = k0 + tl.arange(0, BK)
+        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty), mask=cmask)
+
+
+def tiled_matmul(a, b, *, init_from_c=False):
+    """C = A·B over a loop of K tiles into an fp32 accumulator from zero (or, the case the skeleton
+    leaves to its user, from C's own values), stored in A's format."""
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.zeros((M, N), dtype=a.dtype)
+    tiled_matmul_kernel[(triton.cdiv(M, 16), triton.cdiv(N, 16))](a, b, c, M, N, K, BM=16, BN=16, BK=16,
+                                                                  INIT_FROM_C=init_from_c)
+    return c
+
+
+@triton.jit
 def block_e2m1_kernel(x_ptr, q_ptr, s_ptr, SHIFT: tl.constexpr, RULE: tl.constexpr, TIES: tl.constexpr,
                       LOW: tl.constexpr):
     """One MXFP4 block of 32 per program, by hand: the exponent from amax's bits (the field at bit

@@ -128,3 +128,26 @@ def test_the_command_writes_a_skeleton(tmp_path, capsys):
     text = path.read_text()
     assert "def softmax_mine(x):" in text and "no.exp(" in text and "no.sum(" in text
     compile(text, str(path), "exec")
+
+
+def test_a_dot_accumulated_over_a_k_loop_is_one_matmul(tmp_path):
+    """``acc += tl.dot(a, b)`` over the K tiles from zero is ``no.matmul`` over the whole K (it was
+    a TODO), accepted on the kernel; the TODOs the skeleton leaves say what each stands for."""
+    import test_plan_kernels as PK
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(20, 40, generator=g).to(torch.bfloat16), torch.randn(40, 24, generator=g).to(torch.bfloat16))
+    text = skeleton(no.reference(lambda a, b: no.matmul(a, b).to(a.format)), PK.tiled_matmul, [a, b], name="mm_plan")
+    assert "TODO" not in text and "no.matmul(a, b, acc=fp32)" in text, text
+    ref = _own(tmp_path, "mm", text, "my_mm")
+    c = PK.tiled_matmul(a, b)
+    for mode in ("statistical", "fixed"):
+        assert no.check(ref, c, (a, b), mode=mode).status == "accept"
+    off = c.clone()
+    off[0, 0] = torch.nextafter(c[0, 0], torch.tensor(float("inf"), dtype=c.dtype)) * 1.0625   # a few ulps up
+    assert no.check(ref, off, (a, b), mode="fixed").status == "reject"
+    # from C's values, the sum starts elsewhere: left to the user, and the docstring says what it is;
+    # a reference without a usable name still gives a function Python accepts
+    text = skeleton(no.reference(lambda a, b: no.matmul(a, b).to(a.format)),
+                    lambda a, b: PK.tiled_matmul(a, b, init_from_c=True), [a, b])
+    assert "TODO_1" in text and "  TODO_1: the loop-carried value at " in text, text
+    assert "def lambda_plan(a, b):" in text, text

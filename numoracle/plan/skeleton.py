@@ -203,8 +203,19 @@ class _Launch:
         if n == "scf.for":
             return self._loop_result(op, idx, cm, named)
         if n == "tt.dot":
-            return em.emit(named, f"no.matmul({self.value(ops[0])}, {self.value(ops[1])}, acc=fp32)", cm)
+            if len(ops) >= 3 and k.const(ops[2]) not in (0.0, None):
+                return em.placeholder(f"a dot that starts from a nonzero accumulator at {k.where(op).short()}")
+            if len(ops) >= 3 and k.const(ops[2]) is None:
+                return em.placeholder(f"a dot added into an accumulator at {k.where(op).short()}")
+            return self._dot(op, cm, named)
         return em.placeholder(f"{n} at {k.where(op).short()}")
+
+    def _dot(self, op, cm, named) -> str:
+        """``tl.dot`` over the whole K (the products' sum in any order): ``no.matmul``."""
+        fmt = self.k.fmt_of(op.results[0]) if getattr(op, "results", None) else "fp32"
+        acc = "fp32" if fmt in (None, "fp32") else self.em.fmt_expr(fmt)
+        return self.em.emit(named, f"no.matmul({self.value(op.operands[0])}, {self.value(op.operands[1])}, "
+                                   f"acc={acc})", cm)
 
     # ---- pieces
     @staticmethod
@@ -324,6 +335,10 @@ class _Launch:
         add = self.k.def_op(y.operands[idx])
         carried = op.block_args[0][idx + 1][0]
         init = op.operands[3 + idx] if 3 + idx < len(op.operands) else None
+        if add is not None and add.name == "tt.dot" and len(add.operands) >= 3 and add.operands[2] == carried \
+                and init is not None and self.k.const(init) == 0.0:
+            # acc = tl.dot(a_tile, b_tile, acc) over the K loop from zero: one dot over the whole K
+            return self._dot(add, _comment(self.c, add) or cm, named)
         if add is not None and add.name == "arith.addf" and init is not None and self.k.const(init) == 0.0:
             other = [o for o in add.operands if o != carried]
             red = self.k.def_op(other[0]) if len(other) == 1 else None
@@ -363,7 +378,8 @@ def skeleton(op_or_reference, kernel, inputs, params=None, *, name: str | None =
         if val_ty is not None and not val_ty.shape and len(shape) >= 1 and _rank_of_inputs(inputs) > len(shape):
             e = f"{_Launch._wrap(e)}.squeeze(-1)"
         results.append(e)
-    fname = name or f"{getattr(ref, 'name', 'kernel')}_plan"
+    # a name Python accepts (a lambda reference is named "<lambda>")
+    fname = name or f"{re.sub(r'[^0-9A-Za-z_]', '', str(getattr(ref, 'name', '') or '')) or 'kernel'}_plan"
     sig = ", ".join(input_names) + (", *, " + ", ".join(f"{k}={v!r}" for k, v in params.items()) if params else "")
     fmts = sorted({"fp32"} | em.formats)
     head = [
@@ -373,7 +389,8 @@ def skeleton(op_or_reference, kernel, inputs, params=None, *, name: str | None =
         "It follows the kernel site by site (each comment names the kernel line it comes from).",
         "Read it, rename what you like, simplify steps the kernel does exactly, and own it:",
         "its verdicts are as right as this plan is the one you mean." + (
-            f"\n{em.todo} TODO(s) mark what the skeleton could not read." if em.todo else "") + '"""',
+            f"\n{em.todo} TODO(s) mark what the skeleton could not read:\n"
+            + "\n".join(f"  TODO_{i}: {what}" for i, what in enumerate(em.todos, 1)) if em.todo else "") + '"""',
         "",
         "import numoracle as no",
         f"from numoracle.formats import {', '.join(fmts)}",
