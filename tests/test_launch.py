@@ -114,3 +114,13 @@ def test_a_replay_that_re_runs_the_kernel_reads_the_re_run_launch(tmp_path):
     with no.settings(autotune_config="BLOCK=64"):
         fixed = replay(path, kernel="tests.fixtures.user_kernels:tiled_row_sum", isolate=False)
     assert fixed["status"] == "ok" and fixed["passes"], fixed
+
+
+def test_the_kernel_signature_leaves_out_what_the_reference_reads_from_the_launch():
+    """``numoracle ops`` showed ``kernel(x, *, BLOCK)``, as if the kernel took the tile as a keyword;
+    the runner never passes it (and refuses a kernel by that signature only where it cannot take
+    the reference's inputs and other parameters)."""
+    from numoracle.operators.choose import resolve
+    op = _op()
+    assert op.kernel_signature() == "kernel(x) -> y  (the reference reads BLOCK from its launch)"
+    assert resolve(op, tiled_row_sum)[0] is tiled_row_sum

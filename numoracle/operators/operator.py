@@ -198,13 +198,17 @@ class Operator:
         """The signature a kernel of this operator must have, as a line of Python."""
         ref = self.reference
         params = []
+        launch = tuple(getattr(ref, "launch_params", ()) or ())
         for p in ref.param_names:
+            if p in launch:                  # read from the kernel's launch, never passed to it
+                continue
             choices = self.domain.params.get(p)
             default = ref.param_defaults.get(p, choices[0] if choices else None)
             params.append(f"{p}={default!r}" if p in ref.param_defaults or choices else p)
         outs = ", ".join(ref.output_names) if ref.output_names else "outputs"
         args = ", ".join(ref.input_names)
-        return f"kernel({args}{', *, ' + ', '.join(params) if params else ''}) -> {outs}"
+        read = f"  (the reference reads {', '.join(launch)} from its launch)" if launch else ""
+        return f"kernel({args}{', *, ' + ', '.join(params) if params else ''}) -> {outs}{read}"
 
     def to_dict(self) -> dict:
         return {"name": self.name, "source": self.source, "formats": list(self.formats),
