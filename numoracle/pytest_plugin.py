@@ -45,7 +45,9 @@ accept`` (a bug to fix) passes once its kernel is accepted.
 
 Loading the plugin imports numoracle (and with it torch, about a second) but changes nothing
 for tests that do not use it: the backend (and with it ``TRITON_INTERPRET``) is chosen only
-when a property test or corpus item runs, and Triton is not imported before then.
+when a property test or corpus item runs, and Triton is not imported before then - unless
+``--numoracle-backend interpreter`` names it, which selects the interpreter at configuration,
+before any test module (and the kernels it imports at its top) is imported.
 """
 
 from __future__ import annotations
@@ -104,6 +106,11 @@ def pytest_configure(config):
                                  backend=config.getoption("--numoracle-backend"), corpus=corpus,
                                  save_to=str(save_to.resolve()))
     config.addinivalue_line("markers", "numoracle: a numoracle property test or corpus replay")
+    if config.getoption("--numoracle-backend") == "interpreter":
+        # asked for by name: chosen before the test modules are imported, so that a kernel module
+        # imported at the top of a test file is decorated for the interpreter (a kernel compiled
+        # for a GPU fails on a machine without one with "0 active drivers")
+        backends.select("interpreter")
     if corpus and Path(corpus).is_dir() and not any(Path(a).resolve() == Path(corpus).resolve()
                                                     for a in config.args if Path(a).exists()):
         config.args.append(str(corpus))

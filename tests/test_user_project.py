@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 PROJECT = Path(__file__).resolve().parent / "user_project"
 OP = "tests_user_op.ops:my_op"
@@ -223,3 +224,33 @@ def test_a_property_test_replays_its_saved_case_first(project):
     rc, out, calls = pytest_run(project / "log3")
     assert rc == 0, out
     assert calls and calls[0] == saved, "the saved case is not the first one the kernel ran on"
+
+
+OWN_GIVEN = '''
+from hypothesis import given, settings
+
+import numoracle as no
+from numoracle.strategies import cases
+from tests_user_op.kernels import add_rms_norm          # imported at the top, as users do
+from tests_user_op.ops import my_op
+
+
+@settings(max_examples=4, deadline=None, database=None)
+@given(cases(my_op, max_rows=2, max_cols=40))
+def test_my_kernel(case):
+    inputs, params = case.materialize(op=my_op)
+    no.assert_accepted(my_op.reference, outputs=add_rms_norm(*inputs, **params), inputs=inputs, params=params,
+                       uncertified="ignore")
+'''
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU runs the compiled kernel anyway")
+def test_a_hypothesis_test_of_ones_own_imports_the_kernel_at_the_top_under_the_named_interpreter(project):
+    """``--numoracle-backend interpreter`` selects the interpreter before the test modules are
+    imported; it was chosen only when a property test ran, so a kernel imported at the top of
+    a user's own @given test was compiled for a GPU ('0 active drivers' on the CPU)."""
+    (project / "test_own_given.py").write_text(OWN_GIVEN)
+    rc, out = pytest_in(project, "test_own_given.py", "--numoracle-backend", "interpreter")
+    assert rc == 0 and "1 passed" in out, out
+    rc, out = pytest_in(project, "test_own_given.py")
+    assert rc == 1 and "0 active drivers" in out, out

@@ -91,7 +91,14 @@ class Case:
         the registered one of this case's name)."""
         if op is None:
             from .. import operators
-            op = operators.resolve(self.op)
+            try:
+                op = operators.resolve(self.op)
+            except InvalidArgument:
+                if self.op in operators.REGISTRY:
+                    raise
+                # a case drawn for a user's operator names it, but only the object finds it
+                raise InvalidArgument(f"{self!r}: {self.op!r} is not a registered operator; pass yours: "
+                                      f"case.materialize(op=my_op).") from None
         fmt = self.format
         dtype = fmt.torch_dtype
         if dtype is None:
