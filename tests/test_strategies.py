@@ -142,3 +142,20 @@ def test_every_group_builds_inputs_numoracle_judges_for_every_operator(name):
                 for i, x in enumerate(inputs):
                     v, f = as_input(i, f"input {i}", x)
                     assert f is None or bool(F.finite(v).all()), (name, fmt, group, seed, i)
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"rows": (0, 5)}, "expected a (lo, hi) range of sizes"),
+    ({"cols": (8, 2)}, "expected a (lo, hi) range of sizes"),
+    ({"params": {"eps": 1e-6}}, "non-empty tuple of choices"),
+    ({"formats": "bf16"}, "non-empty tuple of format names"),
+    ({"formats": ()}, "non-empty tuple of format names"),
+    # a name no format has was taken, and failed only when a case of it was drawn
+    ({"formats": ("bf16", "fp8_e4m3")}, "Domain(formats=('bf16', 'fp8_e4m3')): by_name('fp8_e4m3'): no such format"),
+])
+def test_a_domain_refuses_what_no_case_could_be_drawn_from(kw, words):
+    from numoracle.operators import Domain
+    with pytest.raises(InvalidArgument) as e:
+        Domain(**kw)
+    assert words in str(e.value), str(e.value)
+    assert Domain(formats=("bfloat16", "e4m3fn")).formats == ("bfloat16", "e4m3fn")     # aliases are names

@@ -49,6 +49,15 @@ class Domain:
             if not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi):
                 raise InvalidArgument(f"Domain({name}={(lo, hi)!r}): expected a (lo, hi) range of sizes, "
                                       f"1 <= lo <= hi.")
+        if isinstance(self.formats, str) or not self.formats:
+            raise InvalidArgument(f"Domain(formats={self.formats!r}): give a non-empty tuple of format names, "
+                                  f"e.g. ('bf16', 'fp16').")
+        from .. import formats as F
+        for name in self.formats:
+            try:
+                F.by_name(name)    # a name no format has is refused here, not at the first draw
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"Domain(formats={tuple(self.formats)!r}): {exc}") from None
         for k, v in self.params.items():
             if not isinstance(v, (tuple, list)) or not v:
                 raise InvalidArgument(f"Domain(params={{{k!r}: {v!r}}}): give a non-empty tuple of choices "
