@@ -115,6 +115,22 @@ def test_fuzz_on_workers_passes_the_operator_spec_and_the_fixed_parameters(monke
     assert seen["units"][0].op == "rms_norm" and dict(seen["units"][0].settings)["params"] is None
 
 
+def test_fuzz_units_refuse_an_operator_no_worker_could_import():
+    """An operator made in a function (no spec) or in ``__main__`` (a worker's ``__main__`` is
+    another module) cannot be found by a worker process: refused with how to fix it."""
+    import numoracle as no
+    from numoracle.errors import InvalidArgument
+    from numoracle.operators import get
+    from numoracle.studies.executors.fuzz import fuzz_units
+    op = no.Operator("made_here", get("softmax").reference, {"correct": "nowhere:kernel"})
+    assert op.spec is None
+    with pytest.raises(InvalidArgument, match="define it at the top level of a module"):
+        fuzz_units(op, "correct", "interpreter", groups=["calibration"])
+    op._spec = "__main__:op"
+    with pytest.raises(InvalidArgument, match="define it at the top level of a module"):
+        fuzz_units(op, "correct", "interpreter", groups=["calibration"])
+
+
 def test_a_usage_error_is_the_document(capsys):
     doc = _one_document(capsys, ["check", "no_such_op", "--json"], codes=(2,))
     assert doc["exit_code"] == 2 and "unknown operator" in doc["error"]

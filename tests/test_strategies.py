@@ -125,7 +125,6 @@ def test_explicit_cases_one_per_group_calibration_first():
     assert all((c.rows, c.cols, c.fmt) == (4, 96, "bf16") for c in ex)
 
 
-
 @pytest.mark.parametrize("name", sorted(names()))
 def test_every_group_builds_inputs_numoracle_judges_for_every_operator(name):
     # numoracle refuses non-finite inputs (verdict.evaluation), so a builder that makes them (kl_div's

@@ -58,7 +58,12 @@ def fuzz_units(op: str, kernel: str, backend: str, *, seeds=(0, 4), seeds_per_un
                              }.items()))
     # a worker process finds the operator again by its spec: a user's operator is not registered
     # under its name there
-    return [Unit("fuzz", o.spec or op, kernel, g, (s, min(s + seeds_per_unit, hi)), backend, settings)
+    spec = o.spec or (op if isinstance(op, str) else None)
+    if spec is None or spec.startswith("__main__:"):
+        raise InvalidArgument(f"operator {o.name!r} has no name another process can import it by (defined in "
+                              f"__main__ or a function?); define it at the top level of a module and pass "
+                              f"'package.module:attribute'.")
+    return [Unit("fuzz", spec, kernel, g, (s, min(s + seeds_per_unit, hi)), backend, settings)
             for g in groups for s in range(lo, hi, seeds_per_unit)]
 
 
