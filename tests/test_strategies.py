@@ -7,6 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import numoracle as no
 from numoracle import formats as F
 from numoracle.errors import InvalidArgument
 from numoracle.operators import get, names
@@ -116,6 +117,33 @@ def test_cols_multiple_of_is_respected():
         inner()
     finally:
         REGISTRY.pop("rms_norm_grouped_test")
+
+
+def test_caps_below_the_domain_draw_its_smallest_size():
+    # check's and the ci profile's caps (8 rows, 256 columns) used to reject an operator whose
+    # smallest shape is larger ("takes rows in [64, 128]") before any case ran
+    op = get("rms_norm")
+    large = no.Operator("rms_norm_large_test", op.reference, op.kernel_specs, example=op.make_example,
+                        domain=no.Domain(rows=(64, 128), cols=(300, 2048)))
+    seen = set()
+
+    @settings(max_examples=20, deadline=None)
+    @given(c=cases(large, max_rows=8, max_cols=256))
+    def inner(c):
+        seen.add((c.rows, c.cols))
+    inner()
+    assert seen == {(64, 300)}
+    roomy = set()
+
+    @settings(max_examples=40, deadline=None)
+    @given(c=cases(large, max_rows=100, max_cols=400))
+    def inner2(c):
+        roomy.add((c.rows, c.cols))
+        assert 64 <= c.rows <= 100 and 300 <= c.cols <= 400
+    inner2()
+    assert len(roomy) > 1
+    with pytest.raises(InvalidArgument, match="rows in \\[64, 128\\]"):
+        cases(large, rows=8).validate()      # an explicit size outside the domain is still refused
 
 
 def test_explicit_cases_one_per_group_calibration_first():

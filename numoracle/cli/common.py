@@ -85,7 +85,8 @@ def corpus_dir(text: str) -> str:
 # ---- shared flags ----------------------------------------------------------------------------------
 
 def add_operator(p) -> None:
-    p.add_argument("op", metavar="OP", help="an operator: a registered name (numoracle ops)")
+    p.add_argument("op", metavar="OP", help="an operator: a registered name (numoracle ops) or package.module:attribute naming "
+                        "your no.Operator, importable from the current directory")
 
 
 def add_kernel(p, default="correct") -> None:

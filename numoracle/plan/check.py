@@ -475,11 +475,13 @@ def _dot_checks(i, dots: list, ref_dots: dict) -> list:
         if imp and l.site.src_fmt in ("e4m3fn", "e5m2") and "v3" in mma and "tf32" not in ref_acc:
             found.append(Disagreement("dot", f"the kernel's fp8 dot runs on wgmma with maxNumImpreciseAcc={imp}: the "
                                              "tensor core accumulates with fewer bits than fp32; the reference models "
-                                             "an fp32 accumulation (dot_acc='tf32' models the narrower one)",
+                                             "an fp32 accumulation (no.matmul(..., acc=tf32) models the narrower one; "
+                                             "w8a8_block_fp8_matmul's --param dot_acc=tf32)",
                                       _kpos([l.site]), _rpos(ref_all), [i]))
         elif mma:
-            found.append(Disagreement("dot", f"the kernel's dot runs on tensor cores ({mma}); the reference's fp32 "
-                                             "accumulation bound assumes round-to-nearest additions",
+            found.append(Disagreement("dot", f"the kernel's dot runs on tensor cores ({mma}); the reference's "
+                                             f"{'/'.join(sorted(ref_acc))} accumulation bound assumes round-to-nearest "
+                                             "additions",
                                       _kpos([l.site]), [], [i], "note"))
     return found
 

@@ -169,7 +169,9 @@ def cases(op, *, formats=None, groups=None, rows=None, cols=None, max_rows=None,
     and input-shift groups (default every group of ``strategies.GROUPS``; the soundness
     search's ``ADVERSARIAL_GROUPS`` on request).
     ``rows``/``cols``: a fixed size or a (lo, hi) range inside ``op.domain``; ``max_rows``
-    / ``max_cols`` cap the domain's range.  ``scale_exps``: (lo, hi) range of the
+    / ``max_cols`` cap the domain's range, never below its smallest size (a cap of 8 on a
+    domain of 64 to 128 rows draws 64: the caps are the settings' defaults for speed, and an
+    operator that needs larger shapes keeps them).  ``scale_exps``: (lo, hi) range of the
     power-of-two scale applied to input 0 (``(0, 0)`` for none).  ``specials``: the
     most special values injected (0 for none).  ``params``: ``{name: choices}``
     overriding ``op.domain.params``.  ``configs``: a list of kernel-keyword dicts
@@ -205,7 +207,7 @@ def cases(op, *, formats=None, groups=None, rows=None, cols=None, max_rows=None,
         for arg, given, cap, (dlo, dhi) in (("rows", rows, max_rows, dom.rows), ("cols", cols, max_cols, dom.cols)):
             mult = m if arg == "cols" else 1
             if given is None:
-                lo, hi = dlo, dhi if cap is None else min(dhi, cap)
+                lo, hi = dlo, dhi if cap is None else max(dlo, min(dhi, cap))
             elif isinstance(given, int):
                 lo = hi = given
             else:
