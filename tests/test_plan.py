@@ -348,6 +348,39 @@ def test_an_fp8_dot_on_wgmma_accumulates_imprecisely_where_a_reference_models_fp
 
 
 @no.reference
+def matmul_fp32(a, b, *, splits=2):
+    return no.matmul(a, b, acc=fp32)
+
+
+@no.reference
+def row_sum_ref(x, *, square=False, block=32):
+    xf = x.to(fp32)
+    return no.sum(xf * xf if square else xf, axis=-1)
+
+
+@no.reference
+def row_squares_no_sum(x, *, square=False, block=32):
+    xf = x.to(fp32)
+    return (xf * xf)[..., 0]
+
+
+def test_partials_added_atomically_are_one_accumulation_with_the_partial():
+    # split-K: each program's dot over its K slice is atomically added into C, which the
+    # reference's any-order matmul encloses; this was "1 reduction in the kernel, 0 in the reference"
+    a, b = torch.randn(20, 64).to(torch.bfloat16), torch.randn(64, 24).to(torch.bfloat16)
+    r = check_plan(matmul_fp32, PK.split_k_matmul, [a, b], {"splits": 2})
+    assert r.ok, r.explain()
+    # a row split over programs: tl.sum of each block, the partials added atomically
+    x = torch.randn(3, 100).to(torch.bfloat16)
+    for square in (False, True):
+        r = check_plan(row_sum_ref, PK.split_row_sum, [x], {"square": square})
+        assert r.ok, r.explain()
+    # the link does not hide a sum the reference lacks
+    r = check_plan(row_squares_no_sum, PK.split_row_sum, [x], {"square": True})
+    assert not r.ok and any(d.kind == "reduction" for d in r.disagreements), r.explain()
+
+
+@no.reference
 def column_sums_ref(x, *, rows_per_program=2):
     return no.sum(x.to(fp32), axis=0).to(x.format)
 

@@ -197,6 +197,47 @@ def tiled_matmul(a, b, *, init_from_c=False):
 
 
 @triton.jit
+def split_k_kernel(a_ptr, b_ptr, c_ptr, M, N, K, K_PER: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                   BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(tl.program_id(2) * K_PER, (tl.program_id(2) + 1) * K_PER, BK):
+        rk = k0 + tl.arange(0, BK)
+        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(a, b)
+    tl.atomic_add(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def split_k_matmul(a, b, *, splits=2):
+    """C = A·B in fp32, K split over ``splits`` programs whose partial tiles are added atomically."""
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.zeros((M, N), dtype=torch.float32)
+    k_per = triton.cdiv(triton.cdiv(K, splits), 16) * 16
+    split_k_kernel[(triton.cdiv(M, 16), triton.cdiv(N, 16), triton.cdiv(K, k_per))](
+        a, b, c, M, N, K, K_PER=k_per, BM=16, BN=16, BK=16)
+    return c
+
+
+@triton.jit
+def split_row_kernel(x_ptr, out_ptr, n_cols, SQUARE: tl.constexpr, BLOCK: tl.constexpr):
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + tl.program_id(0) * n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+    if SQUARE:
+        x = x * x
+    tl.atomic_add(out_ptr + tl.program_id(0), tl.sum(x, axis=0))
+
+
+def split_row_sum(x, *, square=False, block=32):
+    """Row sums in fp32: each program sums one BLOCK of a row's columns, the partials added atomically."""
+    out = torch.zeros(x.shape[0], dtype=torch.float32)
+    split_row_kernel[(x.shape[0], triton.cdiv(x.shape[1], block))](x, out, x.shape[1], SQUARE=square, BLOCK=block)
+    return out
+
+
+@triton.jit
 def block_e2m1_kernel(x_ptr, q_ptr, s_ptr, SHIFT: tl.constexpr, RULE: tl.constexpr, TIES: tl.constexpr,
                       LOW: tl.constexpr):
     """One MXFP4 block of 32 per program, by hand: the exponent from amax's bits (the field at bit

@@ -399,10 +399,17 @@ def _flows(kir: K.KernelIR, name: str, target_op, depth: int = 0) -> bool:
 def _launch_links(kir: K.KernelIR, levels: dict) -> list:
     """Pairs of level keys where one level's result feeds the next (a reduce into a loop-carried
     add, a dot into the accumulator that sums the tiles, a loop-carried vector accumulator into the
-    reduce after its loop)."""
+    reduce after its loop, a partial into the atomic add that sums the programs' partials)."""
     links = []
     for op, lvl in levels.items():
-        if lvl.detail.get("loop"):
+        if lvl.detail.get("atomic"):
+            # split-K / split reduction: each program's partial (a dot's accumulator over its K
+            # slice, a reduce over its columns) is added atomically into the output, one more
+            # level of the same accumulation, not a reduction of its own
+            for other_op, other in levels.items():
+                if other_op is not op and other_op.results and any(_flows(kir, o, other_op) for o in op.operands):
+                    links.append((other.key, lvl.key))
+        elif lvl.detail.get("loop"):
             for other_op, other in levels.items():
                 if other_op is op or not other_op.results:
                     continue
