@@ -146,6 +146,24 @@ def test_caps_below_the_domain_draw_its_smallest_size():
         cases(large, rows=8).validate()      # an explicit size outside the domain is still refused
 
 
+def test_an_example_without_a_size_lies_in_the_domain():
+    # numoracle plan built its example at 4 x 96 whatever the domain (an fp8 GEMM of 64 to 128
+    # rows was planned on 4); the default is moved into the domain, a given size is kept
+    op = get("rms_norm")
+    seen = []
+
+    def example(seed, dtype, family, rows, cols):
+        seen.append((rows, cols))
+        return op.make_example(seed, dtype, family, rows, cols)
+    large = no.Operator("rms_norm_large_example_test", op.reference, op.kernel_specs, example=example,
+                        domain=no.Domain(rows=(64, 128), cols=(100, 2048), cols_multiple_of=8))
+    large.example(0)
+    large.example(0, rows=70)
+    large.example(0, rows=2, cols=3)
+    assert seen == [(64, 104), (70, 104), (2, 3)]
+    assert get("softmax").domain.fit(4, 96) == (4, 96)
+
+
 def test_explicit_cases_one_per_group_calibration_first():
     ex = explicit_cases("rms_norm", seed=7)
     assert [c.group for c in ex] == list(GROUPS) and ex[0].group == "calibration"

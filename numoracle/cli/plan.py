@@ -16,9 +16,9 @@ def add_arguments(p) -> None:
     common.add_format(p)
     common.add_seed(p, help="the example's seed")
     p.add_argument("--rows", type=common.positive_int, default=None,
-                   help="the example's rows (default: 4)")
+                   help="the example's rows (default: 4, moved into the operator's domain)")
     p.add_argument("--cols", type=common.positive_int, default=None,
-                   help="the example's columns (default: 96)")
+                   help="the example's columns (default: 96, moved into the operator's domain)")
     common.add_params(p)
     p.add_argument("--arch", default=None,
                    help="the NVIDIA architecture to compile for: 90 (default), 80, 100, ... or 'device' for the "

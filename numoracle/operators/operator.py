@@ -19,6 +19,7 @@ the reference returns, in its order (``Operator.kernel_signature()`` prints it).
 from __future__ import annotations
 
 import importlib
+import math
 import sys
 from dataclasses import dataclass, field
 from typing import Callable
@@ -62,6 +63,23 @@ class Domain:
             if not isinstance(v, (tuple, list)) or not v:
                 raise InvalidArgument(f"Domain(params={{{k!r}: {v!r}}}): give a non-empty tuple of choices "
                                       f"(the first is the default).")
+
+    def fit(self, rows: int, cols: int) -> tuple:
+        """(rows, cols) moved into this domain: cols a multiple of ``cols_multiple_of`` and of
+        every integer choice of a parameter named ``group*`` (a quantizer's group size splits
+        the columns, so each choice must divide them)."""
+        rows = min(max(rows, self.rows[0]), self.rows[1])
+        m = max(int(self.cols_multiple_of), 1)
+        for name, vals in self.params.items():
+            if name.startswith("group"):
+                for v in vals:
+                    if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                        m = m * v // math.gcd(m, v)
+        cols = max(cols, self.cols[0])
+        cols = ((cols + m - 1) // m) * m
+        if cols > self.cols[1]:
+            cols = (self.cols[1] // m) * m
+        return rows, cols
 
 
 def _spec_of(kernel) -> str:
@@ -163,8 +181,12 @@ class Operator:
         self._kernel_objects[name] = spec
         self._kernels = None
 
-    def example(self, seed: int = 0, dtype=torch.bfloat16, family: str = "normal", rows=4, cols=96):
-        """(inputs, params) for one case; ``family`` is a family or an input-group name."""
+    def example(self, seed: int = 0, dtype=torch.bfloat16, family: str = "normal", rows=None, cols=None):
+        """(inputs, params) for one case; ``family`` is a family or an input-group name.  A size
+        not given is the default 4 x 96 moved into the domain (``Domain.fit``)."""
+        if rows is None or cols is None:
+            r, c = self.domain.fit(4 if rows is None else rows, 96 if cols is None else cols)
+            rows, cols = (r if rows is None else rows), (c if cols is None else cols)
         if self.make_example is None:
             raise InvalidArgument(f"operator {self.name} has no example builder; give Operator(..., example=f) "
                                   f"with f(seed, dtype, family, rows, cols) -> (inputs, params), e.g. with "

@@ -294,22 +294,8 @@ def explicit_cases(op, *, formats=None, groups=None, rows=4, cols=96, seed=0, pa
 
 
 def fit_shape(op, rows: int, cols: int):
-    """(rows, cols) moved into the operator's domain: cols a multiple of ``cols_multiple_of``
-    and of every integer choice of a parameter named ``group*`` (a quantizer's group size
-    splits the columns, so each choice must divide them)."""
-    d = op.domain
-    rows = min(max(rows, d.rows[0]), d.rows[1])
-    m = max(int(d.cols_multiple_of), 1)
-    for name, vals in d.params.items():
-        if name.startswith("group"):
-            for v in vals:
-                if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-                    m = m * v // math.gcd(m, v)
-    cols = max(cols, d.cols[0])
-    cols = ((cols + m - 1) // m) * m
-    if cols > d.cols[1]:
-        cols = (d.cols[1] // m) * m
-    return rows, cols
+    """(rows, cols) moved into the operator's domain (``Domain.fit``)."""
+    return op.domain.fit(rows, cols)
 
 
 def group_cases(op, groups=None, per_group: int = 3, fmt: str = "bf16", rows: int = 4, cols: int = 96,
