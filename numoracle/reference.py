@@ -294,11 +294,13 @@ def _torch_keywords(fn: str, kw: dict) -> None:
 
 
 # ---- reductions and products
-def sum(x, axis=-1, keepdims=False, *, order="any", acc=None, **torch_style):
+def sum(x, axis=-1, keepdims=False, *, order="any", acc=None, ftz=False, **torch_style):
     """Sum along ``axis``, accumulating in ``acc`` (default: x's format) under the
-    order model ``order``: "any", "sequential", "tree", or an int depth."""
+    order model ``order``: "any", "sequential", "tree", or an int depth.  ``ftz=True``:
+    the additions may flush subnormal terms and results to zero, as fp32 atomic adds do
+    on NVIDIA GPUs (a row split over programs whose partials ``tl.atomic_add`` sums)."""
     _torch_keywords("sum", torch_style)
-    return _impl(x).sum(x, axis, keepdims, order, acc)
+    return _impl(x).sum(x, axis, keepdims, order, acc, ftz)
 
 
 def mean(x, axis=-1, keepdims=False, *, order="any", acc=None, **torch_style):
@@ -341,13 +343,15 @@ def logsumexp(x, axis=-1, keepdims=False, *, exp="exp2", order="any", **torch_st
     return _impl(x).logsumexp(x, axis, keepdims, exp, order)
 
 
-def matmul(a, b, *, acc=None, order="any"):
+def matmul(a, b, *, acc=None, order="any", ftz=False):
     """``a @ b`` for a of shape [..., M, K] and b of shape [K, N], as ``tl.dot``: products
     exact where both formats are narrow enough for ``acc`` (bf16, fp16, fp8 into fp32),
     otherwise each rounded; accumulated in ``acc`` (default fp32) under ``order`` over K
-    ("any" also covers a K loop that adds each tile's dot into an accumulator).  The result
-    is in ``acc``: round it to the stored format with ``.to``."""
-    return _impl(a).matmul(a, b, acc, order)
+    ("any" also covers a K loop that adds each tile's dot into an accumulator, and split-K).
+    ``ftz=True``: the accumulation may flush subnormal products and partial sums to zero,
+    as split-K's fp32 ``tl.atomic_add`` of the partial tiles does on NVIDIA GPUs (``tl.dot``
+    itself keeps them).  The result is in ``acc``: round it to the stored format with ``.to``."""
+    return _impl(a).matmul(a, b, acc, order, ftz=ftz)
 
 
 # ---- selection

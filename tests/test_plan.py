@@ -353,9 +353,14 @@ def matmul_fp32(a, b, *, splits=2):
 
 
 @no.reference
+def matmul_fp32_ftz(a, b, *, splits=2):
+    return no.matmul(a, b, acc=fp32, ftz=True)
+
+
+@no.reference
 def row_sum_ref(x, *, square=False, block=32):
     xf = x.to(fp32)
-    return no.sum(xf * xf if square else xf, axis=-1)
+    return no.sum(xf * xf if square else xf, axis=-1, ftz=True)
 
 
 @no.reference
@@ -368,8 +373,13 @@ def test_partials_added_atomically_are_one_accumulation_with_the_partial():
     # split-K: each program's dot over its K slice is atomically added into C, which the
     # reference's any-order matmul encloses; this was "1 reduction in the kernel, 0 in the reference"
     a, b = torch.randn(20, 64).to(torch.bfloat16), torch.randn(64, 24).to(torch.bfloat16)
-    r = check_plan(matmul_fp32, PK.split_k_matmul, [a, b], {"splits": 2})
+    r = check_plan(matmul_fp32_ftz, PK.split_k_matmul, [a, b], {"splits": 2})
     assert r.ok, r.explain()
+    # an fp32 atomic add flushes subnormals on NVIDIA GPUs: a reference that keeps them disagrees
+    r = check_plan(matmul_fp32, PK.split_k_matmul, [a, b], {"splits": 2})
+    (d,) = r.disagreements
+    assert d.kind == "flush" and "no.matmul(..., ftz=True)" in d.message, r.explain()
+    assert check_plan(matmul_fp32, PK.tiled_matmul, [a, b], {}).ok     # tl.dot alone keeps them
     # a row split over programs: tl.sum of each block, the partials added atomically
     x = torch.randn(3, 100).to(torch.bfloat16)
     for square in (False, True):

@@ -85,11 +85,12 @@ def _fp64_sum_slack(fm: FM.Form, S: Tensor, terms: int, ctx) -> FM.Form:
     return FM.add_det(fm, "float64 centre", (_FP64_SLACK + g) * S, ctx.condensed)
 
 
-def sum(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=None) -> Tracked:
+def sum(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=None, ftz=False) -> Tracked:
     """Sum along ``axis`` accumulated in ``acc`` (default: x's format) with the
     given order model.  Worst case gamma_d * sum|x~|, variance proxy
     d u^2 (sum|x~|)^2: per level of the reduction tree the partial sums
-    partition the terms, and each term passes at most d roundings."""
+    partition the terms, and each term passes at most d roundings.  ``ftz``: the
+    additions may flush subnormal terms and results to zero (``_flush_anywhere``)."""
     ctx = x.ctx
     if acc is not None:
         from .tracked import _fmt_arg
@@ -105,7 +106,7 @@ def sum(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=Non
     taint = _reduce_taint(x, axis, keepdims)
     R = x.radius()
     S = (x.c.abs() + R).sum(dim=axis, keepdim=keepdims)
-    label = ctx.label(f"{fmt} sum over {ctx.count(n)} ({order} order)")
+    label = ctx.label(f"{fmt} sum over {ctx.count(n)} ({order} order{', flushing subnormals' if ftz else ''})")
     gamma = _gamma(ctx, d, fmt.u, x.c.device)
     # every partial sum is a sum of a subset of the terms, each through at most d roundings
     ok = S * (1 + gamma) <= fmt.max_finite
@@ -118,8 +119,20 @@ def sum(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=Non
         fm = FM.add_private(fm, FM.Entry(gamma * S, d * (u * S * (1 + gamma)) ** 2,
                                          frozenset((key,)), label), ctx.condensed)
         fm = _flush_in_sum(fm, x, axis, keepdims, d, fmt, gamma, label, ctx)
+    if ftz:
+        fm = _flush_anywhere(fm, x.c.sum(dim=axis, keepdim=keepdims), n, fmt, gamma, label, ctx)
     fm = _fp64_sum_slack(fm, S, n, ctx)
     return Tracked(c, fmt, fm, ctx, taint=taint)
+
+
+def _flush_anywhere(fm, c, n, fmt, gamma, label, ctx):
+    """An accumulation that may flush subnormal terms and results to zero, as fp32 atomic adds
+    on NVIDIA GPUs do (docs/design.md §4.1; measured on an H100 by
+    scripts/dot_subnormal_probe.py, where tl.dot kept them): each of the n terms and each of
+    the n - 1 partial sums may lose less than min_normal, each loss then passing the later
+    additions (1 + gamma).  Added everywhere: it is below every normal output's rounding."""
+    eta = (2 * n - 1) * fmt.min_normal
+    return FM.add_det(fm, f"{label} (flush to zero)", torch.full_like(c, 1.0) * (eta * (1 + gamma)), ctx.condensed)
 
 
 def _flush_in_sum(fm, x, axis, keepdims, d, fmt, gamma, label, ctx):
@@ -319,11 +332,12 @@ def logsumexp(x: Tracked, axis: int = -1, keepdims: bool = False, exp: str = "ex
     return lse if keepdims else lse.squeeze(axis)
 
 
-def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None) -> Tracked:
+def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False) -> Tracked:
     """a [.., M, K] @ b [K, N]: products exact when both are narrow formats
     (bf16/fp16/fp8 in fp32), else each rounded; accumulated in ``acc`` (fp32)
     with the order model; the result is in ``acc`` (cast it to the store
-    format with .to)."""
+    format with .to).  ``ftz``: the accumulation may flush subnormal products and
+    partial sums to zero (split-K partials added by fp32 atomics)."""
     from .tracked import _fmt_arg
     ctx = a.ctx
     acc = _fmt_arg(acc) if acc is not None else F.fp32
@@ -363,13 +377,16 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None) -> Tracked:
         fm = FM.add_det(fm, ctx.label("matmul (second order)"), Ra @ Rb, ctx.condensed)
     d = depth(order, K) + (0 if exact_products else 1)
     u = acc.u
-    label = ctx.label(f"{acc} dot over K={ctx.count(K)} ({order} order{'' if exact_products else ', rounded products'})")
+    label = ctx.label(f"{acc} dot over K={ctx.count(K)} ({order} order{'' if exact_products else ', rounded products'}"
+                      f"{', flushing subnormals' if ftz else ''})")
     gamma = _gamma(ctx, d, u, a.c.device)
     if d:
         key = ctx.new_key()
         fm = FM.add_private(fm, FM.Entry(gamma * S, d * (u * S * (1 + gamma)) ** 2, frozenset((key,)), label),
                             ctx.condensed)
     fm = _dot_underflow(fm, a, b, A, B, K, acc, gamma, label, ctx)
+    if ftz:
+        fm = _flush_anywhere(fm, c, K, acc, gamma, label, ctx)
     # every partial sum is a sum of a subset of the products, each through at most d roundings
     ok = S * (1 + gamma) <= acc.max_finite
     ctx.record(label, "range", str(acc), f"partial sums <= {acc.max_finite:.6g}", ok, S)

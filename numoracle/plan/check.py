@@ -418,7 +418,22 @@ def _compare_levels(i: int, sides: list, prof: dict) -> list:
     for sd in sides:
         found.extend(_order_checks(i, sd.chains, prof.get("sum", {})))
         found.extend(_dot_checks(i, [l for l in sd.levels if l.kind == "dot"], prof.get("dot", {})))
+    found.extend(_flush_checks(i, sides, prof))
     return found
+
+
+def _flush_checks(i, sides: list, prof: dict) -> list:
+    """An fp32 atomic add flushes subnormal inputs and results to zero on NVIDIA GPUs (measured
+    on an H100, scripts/dot_subnormal_probe.py; tl.dot keeps them): the reference's sum or dot
+    it belongs to must allow that (``ftz=True``)."""
+    atomics = [l for sd in sides for l in sd.levels if l.detail.get("atomic") and l.fmt == "fp32"]
+    refs = [r for kind in ("sum", "dot") for _, rs in prof.get(kind, {}).values() for r in rs]
+    if not atomics or not refs or any(r.detail.get("ftz") for r in refs):
+        return []
+    fix = "no.matmul(..., ftz=True)" if any(r.kind == "dot" for r in refs) else "no.sum(..., ftz=True)"
+    return [Disagreement("flush", "the kernel adds partials with an fp32 atomic add, which flushes subnormal "
+                                  "inputs and results to zero on NVIDIA GPUs; the reference's accumulation keeps "
+                                  f"them (write {fix})", _kpos([l.site for l in atomics]), _rpos(refs), [i])]
 
 
 def _order_checks(i, chains, ref_sums: dict) -> list:

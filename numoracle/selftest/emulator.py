@@ -260,8 +260,17 @@ def div_rn(a, b):
 
 # ---- reductions
 
-def _reduce_rows(v: Tensor, fmt, order: str, plan: Plan) -> Tensor:
-    """Sum the last axis of a 2-D tensor with roundings to fmt in the given order."""
+def _flush(v: Tensor, fmt) -> Tensor:
+    """Subnormal values of fmt flushed to a zero of their sign (a flushing accumulation)."""
+    return torch.where(v.abs() < fmt.min_normal, v * 0.0, v)
+
+
+def _reduce_rows(v: Tensor, fmt, order: str, plan: Plan, ftz: bool = False) -> Tensor:
+    """Sum the last axis of a 2-D tensor with roundings to fmt in the given order; ``ftz``:
+    every addition's subnormal result flushed to zero."""
+    def rnd(exact):
+        r = round_site(plan, exact, fmt)
+        return _flush(r, fmt) if ftz else r
     n = v.shape[-1]
     if n == 0:
         return v.sum(-1)
@@ -273,7 +282,7 @@ def _reduce_rows(v: Tensor, fmt, order: str, plan: Plan) -> Tensor:
     if order == "sequential":
         acc = v[:, 0]
         for j in range(1, n):
-            acc = round_site(plan, acc + v[:, j], fmt)
+            acc = rnd(acc + v[:, j])
         return acc
     if order == "tree":
         cur = v
@@ -281,7 +290,7 @@ def _reduce_rows(v: Tensor, fmt, order: str, plan: Plan) -> Tensor:
             m = cur.shape[-1]
             if m % 2:
                 cur = torch.cat([cur, torch.zeros_like(cur[:, :1])], dim=-1)
-            cur = round_site(plan, cur[:, 0::2] + cur[:, 1::2], fmt)
+            cur = rnd(cur[:, 0::2] + cur[:, 1::2])
         return cur[:, 0]
     # blocked, like Triton: each "thread" sums a contiguous chunk sequentially,
     # then the partial sums meet in a butterfly tree
@@ -291,8 +300,8 @@ def _reduce_rows(v: Tensor, fmt, order: str, plan: Plan) -> Tensor:
     w = w.reshape(v.shape[0], -1, chunk)
     acc = w[:, :, 0]
     for j in range(1, chunk):
-        acc = round_site(plan, acc + w[:, :, j], fmt)
-    return _reduce_rows(acc, fmt, "tree", plan)
+        acc = rnd(acc + w[:, :, j])
+    return _reduce_rows(acc, fmt, "tree", plan, ftz)
 
 
 def _choose_order(model, plan: Plan, n: int) -> str:
@@ -307,7 +316,7 @@ def _choose_order(model, plan: Plan, n: int) -> str:
     return ("sequential", "tree", "blocked")[plan.randint(3)] if n <= 512 else ("tree", "blocked")[plan.randint(2)]
 
 
-def sum(x: Emulated, axis=-1, keepdims=False, order="any", acc=None):
+def sum(x: Emulated, axis=-1, keepdims=False, order="any", acc=None, ftz=False):
     plan = x.plan
     acc = _fmt_arg(acc) if acc is not None else x.fmt
     if "bf16_accumulation" in plan.faults and acc is F.fp32:
@@ -320,7 +329,9 @@ def sum(x: Emulated, axis=-1, keepdims=False, order="any", acc=None):
     n = v.shape[-1]
     rows = v.reshape(-1, n)
     rows = rows[:, torch.randperm(n, generator=plan.gen)]
-    s = _reduce_rows(rows, acc, _choose_order(order, plan, n), plan).reshape(lead)
+    if ftz:
+        rows = _flush(rows, acc)
+    s = _reduce_rows(rows, acc, _choose_order(order, plan, n), plan, ftz).reshape(lead)
     if keepdims:
         s = s.unsqueeze(ax)
     return Emulated(s, acc, plan, pre=x.v.sum(dim=ax, keepdim=keepdims))
@@ -403,13 +414,13 @@ def logsumexp(x: Emulated, axis=-1, keepdims=False, exp="exp2", order="any"):
     return lse if keepdims else lse.squeeze(axis)
 
 
-def matmul(a: Emulated, b: Emulated, acc=None, order="any"):
+def matmul(a: Emulated, b: Emulated, acc=None, order="any", ftz=False):
     acc = _fmt_arg(acc) if acc is not None else F.fp32
     prods = a.v.unsqueeze(-1) * b.v.unsqueeze(0)            # [M, K, N], exact in float64
     if a.fmt.precision + b.fmt.precision > acc.precision:
         prods = round_site(a.plan, prods, acc)
     p = Emulated(prods.movedim(-2, -1), acc, a.plan)         # [M, N, K]
-    return sum(p, -1, False, order, acc)
+    return sum(p, -1, False, order, acc, ftz)
 
 
 # ---- running a program
