@@ -151,3 +151,22 @@ def test_a_dot_accumulated_over_a_k_loop_is_one_matmul(tmp_path):
                     lambda a, b: PK.tiled_matmul(a, b, init_from_c=True), [a, b])
     assert "TODO_1" in text and "  TODO_1: the loop-carried value at " in text, text
     assert "def lambda_plan(a, b):" in text, text
+
+
+def test_a_partial_added_by_an_fp32_atomic_is_a_flushing_accumulation(tmp_path):
+    """Split-K (each program's dot over a K slice atomically added into C) and a row split over
+    programs (tl.sum per block, atomically added): the skeleton writes the one no.matmul /
+    no.sum with ftz=True (fp32 atomics flush subnormals on NVIDIA GPUs), and its own plan check
+    agrees."""
+    import test_plan_kernels as PK
+    from numoracle.plan import check_plan
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(20, 64, generator=g).to(torch.bfloat16), torch.randn(64, 24, generator=g).to(torch.bfloat16))
+    text = skeleton(no.reference(lambda a, b: no.matmul(a, b)), PK.split_k_matmul, [a, b], name="mm_plan")
+    assert "no.matmul(a, b, acc=fp32, ftz=True)" in text and "atomic add in fp32" in text and "TODO" not in text, text
+    ref = _own(tmp_path, "mm_atomic", text, "mm_plan")
+    assert check_plan(ref, PK.split_k_matmul, [a, b], {}).ok
+    assert no.check(ref, PK.split_k_matmul(a, b), (a, b), mode="fixed").status == "accept"
+    x = torch.randn(3, 100, generator=g).to(torch.bfloat16)
+    text = skeleton(no.reference(lambda x: no.sum(x.to(fp32), axis=-1)), PK.split_row_sum, [x], name="rows_plan")
+    assert "ftz=True)" in text and "no.sum(" in text, text

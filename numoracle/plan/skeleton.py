@@ -308,7 +308,7 @@ class _Launch:
             if w is not None and hasattr(w, "kernel"):
                 stores = self.cones.stores[id(w)].get(a.storage, [])
                 if len(stores) == 1:
-                    return _Launch(self.em, self.cones, w).value(stores[0].operands[1])
+                    return _stored_value(_Launch(self.em, self.cones, w), stores[0])
             return self.em.placeholder(f"the buffer {p} read at {self.k.where(op).short()}")
         ty = op.result_types[0] if op.result_types else None
         if ty is not None and not ty.shape and isinstance(t, torch.Tensor) and t.dim() == 1 and t.numel() > 1:
@@ -373,7 +373,7 @@ def skeleton(op_or_reference, kernel, inputs, params=None, *, name: str | None =
             results.append(em.placeholder(f"output {i}: {len(stores)} stores write it"))
             continue
         lau = _Launch(em, cones, w)
-        e = lau.value(stores[0].operands[1])
+        e = _stored_value(lau, stores[0])
         val_ty = lau.k.type_of(stores[0].operands[1])
         if val_ty is not None and not val_ty.shape and len(shape) >= 1 and _rank_of_inputs(inputs) > len(shape):
             e = f"{_Launch._wrap(e)}.squeeze(-1)"
@@ -401,6 +401,23 @@ def skeleton(op_or_reference, kernel, inputs, params=None, *, name: str | None =
     ]
     body = em.lines + [f"    return {', '.join(results)}" if len(results) != 1 else f"    return {results[0]}"]
     return "\n".join(head + body) + "\n"
+
+
+def _stored_value(lau, store) -> str:
+    """The value a store (or an atomic add) writes.  An fp32 atomic add flushes subnormal inputs
+    and results to zero on NVIDIA GPUs: the sum or dot whose partial it adds says ``ftz=True``
+    (docs/design.md §4.4)."""
+    e = lau.value(store.operands[1])
+    if store.name != "tt.atomic_rmw" or lau.k.fmt_of(store.operands[1]) != "fp32":
+        return e
+    em = lau.em
+    for j in range(len(em.lines) - 1, -1, -1):
+        line = em.lines[j]
+        if line.startswith(f"    {e} = no.") and re.match(r"    \w+ = no\.(sum|matmul)\(.*\)$", line):
+            em.lines[j] = line[:-1] + ", ftz=True)"
+            em.lines.insert(j, f"    # {lau.k.where(store).short()}: atomic add in fp32, which flushes subnormals")
+            break
+    return e
 
 
 def _decorator(ref, n: int) -> str:
