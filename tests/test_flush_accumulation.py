@@ -65,3 +65,32 @@ def test_the_emulator_flushes_and_a_reference_that_keeps_subnormals_rejects_it()
     assert float(y.abs().max()) == 0.0
     assert no.check(mm_keeps, y, (a, b), mode="fixed").status == "reject"
     assert no.check(mm_ftz, y, (a, b), mode="fixed").status == "accept"
+
+
+def test_a_split_k_kernel_on_the_repaired_interpreter_flushes_as_the_gpu_does():
+    """The interpreter's fp32 atomic adds flush as an H100's (defect atomic_fadd_ftz): a split-K
+    kernel's output of a subnormal product is 0 on the CPU too, which a reference that keeps
+    subnormals rejects and ``ftz=True`` accepts; normal outputs are unchanged."""
+    from numoracle import backends
+    backends.select("interpreter")
+    import test_plan_kernels as PK
+
+    @no.reference
+    def split_keeps(a, b, *, splits=2):
+        return no.matmul(a, b, acc=fp32)
+
+    @no.reference
+    def split_ftz(a, b, *, splits=2):
+        return no.matmul(a, b, acc=fp32, ftz=True)
+    a = torch.full((2, 32), 2.0 ** -66).to(torch.bfloat16)
+    b = torch.zeros(32, 16, dtype=torch.bfloat16)
+    b[0, :] = 2.0 ** -66                       # one product 2^-132 an element, subnormal in fp32
+    c = PK.split_k_matmul(a, b)
+    assert float(c.abs().max()) == 0.0
+    assert no.check(split_keeps, c, (a, b), mode="fixed").status == "reject"
+    assert no.check(split_ftz, c, (a, b), mode="fixed").status == "accept"
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.randn(20, 64, generator=g).to(torch.bfloat16), torch.randn(64, 24, generator=g).to(torch.bfloat16)
+    c = PK.split_k_matmul(a, b)
+    for program in (split_keeps, split_ftz):
+        assert no.check(program, c, (a, b), mode="fixed").status == "accept"

@@ -229,9 +229,15 @@ def probe_kernels() -> SimpleNamespace:
         offs = tl.arange(0, 1)
         tl.store(o_ptr + offs, tl.full((1, ), BLOCK, tl.int32))
 
+    def probe_atomic_add_kernel(x_ptr, o_ptr, N: tl.constexpr):
+        """``tl.atomic_add`` of each input into its output (fp32)."""
+        offs = tl.arange(0, N)
+        tl.atomic_add(o_ptr + offs, tl.load(x_ptr + offs))
+
     _probes = SimpleNamespace(
         cast=probe_cast_kernel, binary=probe_binary_kernel, float_arg=probe_float_arg_kernel,
         bf16_constant=probe_bf16_constant_kernel, runtime_range=probe_runtime_range_kernel,
+        atomic_add=probe_atomic_add_kernel,
         libdevice_stub=probe_libdevice_stub_kernel if ld_stub is not None else None,
         libdevice_cuda=probe_libdevice_cuda_kernel if ld_cuda is not None else None,
         tl_math=probe_tl_math_kernel, autotune=probe_autotune_kernel)

@@ -39,6 +39,10 @@ defect (``status()`` key) what the bare interpreter does / what install does
                           (``range(0, n_cols, BLOCK)``) raises TypeError on
                           Triton 3.6 with numpy 2.4 (``int()`` of a
                           one-element array); repaired: read from its element.
+``atomic_fadd_ftz``       an fp32 ``tl.atomic_add`` keeps subnormals, where
+                          the GPU's flushes subnormal inputs and results to
+                          zero; repaired: lanes applied in order, each
+                          flushing what it reads, adds and stores.
 ``libdevice``             ``libdevice.tanh`` etc. return None (stub module)
                           or raise (``tl.extra.cuda.libdevice``); repaired:
                           ``__nv_*`` symbols evaluated in float64 with numpy /
@@ -97,7 +101,7 @@ or by the setting ``autotune_config`` (``numoracle.settings``; environment varia
 to match ``Config.all_kwargs()``.
 
 The package: one module per kind of repair (``casts``, ``arithmetic``, ``reductions``,
-``dot``, ``dot_scaled``, ``libdevice``, ``autotune``), the ``probes`` that detect each defect, the numpy
+``dot``, ``dot_scaled``, ``atomics``, ``libdevice``, ``autotune``), the ``probes`` that detect each defect, the numpy
 ``rounding`` the repairs store with (built on ``numoracle.formats.round``), and all of
 their state in ``_state``.
 """
@@ -114,6 +118,7 @@ from ._state import STATE as state
 from ._state import language, runtime
 from .arithmetic import (repair_bf16_arithmetic, repair_bf16_constants, repair_float_scalar_args,
                          repair_fp16_arithmetic, repair_runtime_range)
+from .atomics import repair_atomic_fadd_ftz
 from .autotune import repair_autotune
 from .autotune import set_autotune_config as set_autotune_config
 from .casts import repair_bf16_casts, repair_fp8_casts, repair_fp16_casts
@@ -145,6 +150,7 @@ REPAIRS = {
     "float_scalar_args": repair_float_scalar_args,
     "bf16_constants": repair_bf16_constants,
     "runtime_range": repair_runtime_range,
+    "atomic_fadd_ftz": repair_atomic_fadd_ftz,
     "libdevice": repair_libdevice,
     "tl_math": repair_tl_math,
     "autotune": repair_autotune,

@@ -24,6 +24,7 @@ DEFECTS = (
     "float_scalar_args",
     "bf16_constants",
     "runtime_range",
+    "atomic_fadd_ftz",
     "libdevice",
     "tl_math",
     "autotune",
@@ -203,6 +204,29 @@ def _probe_runtime_range() -> tuple:
     return True, f"range(0, n, 2) over a runtime n = 7 ran {int(out[0])} times"
 
 
+# fp32 atomic adds on NVIDIA GPUs flush subnormal inputs and results to zero (measured on an
+# H100: docs/results/2026-12-06-h100-atomic-flush.md): start, added value, the GPU's result
+ATOMIC_FTZ_CASES = ((0.0, 2.0 ** -140, 0.0),                         # a subnormal input
+                    (2.0 ** -140, 2.0 ** -120, 2.0 ** -120),          # a subnormal in memory
+                    (2.0 ** -127 * 3, -(2.0 ** -126), 0.0),           # a subnormal result
+                    (1.0, 2.0 ** -24, 1.0))                           # normal values: RN as ever
+
+
+def _probe_atomic_fadd_ftz() -> tuple:
+    torch = _torch()
+    start = torch.tensor([c[0] for c in ATOMIC_FTZ_CASES], dtype=torch.float32)
+    x = torch.tensor([c[1] for c in ATOMIC_FTZ_CASES], dtype=torch.float32)
+    want = np.array([c[2] for c in ATOMIC_FTZ_CASES], dtype=np.float32)
+    out = start.clone()
+    raised = _raised("tl.atomic_add of fp32", compat.probe_kernels().atomic_add, x, out, len(ATOMIC_FTZ_CASES))
+    if raised:
+        return raised
+    got = out.numpy()
+    if np.array_equal(got.view(np.uint32) & 0x7FFFFFFF, want.view(np.uint32) & 0x7FFFFFFF):
+        return False, "fp32 atomic adds flush subnormal inputs and results to zero, as the GPU's"
+    return True, f"fp32 atomic adds of {x.tolist()} into {start.tolist()} gave {got.tolist()}, want {want.tolist()}"
+
+
 def _ulps_f32(got: np.ndarray, want64: np.ndarray) -> np.ndarray:
     want32 = want64.astype(np.float32)
     spacing = np.spacing(np.abs(want32)).astype(np.float64)
@@ -287,6 +311,7 @@ _PROBES: Dict[str, Callable[[], tuple]] = {
     "runtime_range": _probe_runtime_range,
     "libdevice": _probe_libdevice,
     "tl_math": _probe_tl_math,
+    "atomic_fadd_ftz": _probe_atomic_fadd_ftz,
     "autotune": _probe_autotune,
     "dot_scaled_fp8": probe_dot_scaled_fp8,
 }
