@@ -15,7 +15,7 @@ from .errors import OracleViolation as OracleViolation
 from .errors import TensorsChanged as TensorsChanged
 from .errors import Uncertified as Uncertified
 from .reference import (
-    Reference as Reference, cat as cat, clamp as clamp, cos as cos, div as div, div_rn as div_rn,
+    Reference as Reference, cat as cat, clamp as clamp, cos as cos, cumsum as cumsum, div as div, div_rn as div_rn,
     erf as erf, exp as exp, exp2 as exp2, full_like as full_like, gather as gather, launch as launch,
     ones_like as ones_like,
     zeros_like as zeros_like, log as log, log2 as log2,
@@ -35,7 +35,7 @@ __all__ = [
     "formats", "check", "check_modes", "evaluate", "assert_accepted", "Verdict", "reference", "Reference", "launch",
     "settings",
     "NumoracleError", "InvalidArgument", "OracleViolation", "Uncertified", "TensorsChanged",
-    "sum", "mean", "max", "min", "logsumexp", "matmul", "where", "maximum", "minimum", "clamp",
+    "sum", "cumsum", "mean", "max", "min", "logsumexp", "matmul", "where", "maximum", "minimum", "clamp",
     "full_like", "zeros_like", "ones_like", "gather", "cat", "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh",
     "erf", "sin", "cos", "reciprocal", "div", "mul", "div_rn", "quantize_group", "quantize_mx",
     "quantize_nvfp4", "dequantize", "operators", "Operator", "Domain", "operator",

@@ -16,7 +16,7 @@ import inspect
 from .errors import InvalidArgument, LanguageMisuse
 
 __all__ = [
-    "reference", "Reference", "launch", "sum", "mean", "max", "min", "logsumexp", "matmul",
+    "reference", "Reference", "launch", "sum", "cumsum", "mean", "max", "min", "logsumexp", "matmul",
     "where", "maximum", "minimum", "clamp", "gather", "cat", "full_like", "zeros_like", "ones_like",
     "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh", "erf",
     "sin", "cos", "reciprocal", "div", "mul", "div_rn", "quantize_group", "quantize_mx", "quantize_nvfp4",
@@ -303,6 +303,15 @@ def sum(x, axis=-1, keepdims=False, *, order="any", acc=None, ftz=False, **torch
     return _impl(x).sum(x, axis, keepdims, order, acc, ftz)
 
 
+def cumsum(x, axis=-1, *, order="any", acc=None, **torch_style):
+    """Inclusive prefix sums along ``axis`` (``tl.cumsum``), accumulating in ``acc``
+    (default: x's format): element j is the sum of the terms up to it under the order model
+    ``order`` ("any", the default, covers every scan tree; "sequential", "tree", or an int
+    depth claim more about the kernel)."""
+    _torch_keywords("cumsum", torch_style)
+    return _impl(x).cumsum(x, axis, order, acc)
+
+
 def mean(x, axis=-1, keepdims=False, *, order="any", acc=None, **torch_style):
     """``sum(x, axis, order=order, acc=acc)`` divided by the length n of ``axis``: the
     quotient's rounding plus the library division's error, which also covers a kernel that
@@ -348,10 +357,12 @@ def matmul(a, b, *, acc=None, order="any", ftz=False):
     exact where both formats are narrow enough for ``acc`` (bf16, fp16, fp8 into fp32),
     otherwise each rounded; accumulated in ``acc`` (default fp32) under ``order`` over K
     ("any" also covers a K loop that adds each tile's dot into an accumulator, and split-K).
-    ``ftz=True``: the accumulation may flush subnormal products and partial sums to zero,
-    as split-K's fp32 ``tl.atomic_add`` of the partial tiles does on NVIDIA GPUs (``tl.dot``
-    itself keeps them).  The result is in ``acc``: round it to the stored format with ``.to``."""
-    return _impl(a).matmul(a, b, acc, order, ftz=ftz)
+    One operand may be a float torch tensor computed beside the program (a constant matrix),
+    exact in its dtype's format.  ``ftz=True``: the accumulation may flush subnormal products
+    and partial sums to zero, as split-K's fp32 ``tl.atomic_add`` of the partial tiles does on
+    NVIDIA GPUs (``tl.dot`` itself keeps them).  The result is in ``acc``: round it to the
+    stored format with ``.to``."""
+    return _impl(_first(a, b)).matmul(a, b, acc, order, ftz=ftz)
 
 
 # ---- selection

@@ -238,6 +238,23 @@ def split_row_sum(x, *, square=False, block=32):
 
 
 @triton.jit
+def scan_kernel(x_ptr, y_ptr, n_cols, STORAGE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + tl.program_id(0) * n_cols + offs, mask=offs < n_cols, other=0.0)
+    if not STORAGE:
+        x = x.to(tl.float32)
+    y = tl.cumsum(x, axis=0)
+    tl.store(y_ptr + tl.program_id(0) * n_cols + offs, y.to(y_ptr.dtype.element_ty), mask=offs < n_cols)
+
+
+def scan(x, *, storage=False):
+    """Each row's inclusive prefix sums (tl.cumsum) in fp32, or in x's own format (``storage``)."""
+    y = torch.empty_like(x)
+    scan_kernel[(x.shape[0],)](x, y, x.shape[1], STORAGE=storage, BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+
+
+@triton.jit
 def block_e2m1_kernel(x_ptr, q_ptr, s_ptr, SHIFT: tl.constexpr, RULE: tl.constexpr, TIES: tl.constexpr,
                       LOW: tl.constexpr):
     """One MXFP4 block of 32 per program, by hand: the exponent from amax's bits (the field at bit

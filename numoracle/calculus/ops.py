@@ -125,6 +125,72 @@ def sum(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=Non
     return Tracked(c, fmt, fm, ctx, taint=taint)
 
 
+def cumsum(x: Tracked, axis: int = -1, order="any", acc=None) -> Tracked:
+    """Inclusive prefix sums along ``axis`` (``tl.cumsum``), accumulated in ``acc`` (default:
+    x's format): element j is a sum of the j + 1 terms up to it, each through at most
+    ``depth(order, j + 1)`` roundings ("any" covers every scan tree Triton builds), so each
+    element is ``sum``'s enclosure of its own prefix: worst case gamma_j * S_j, variance
+    proxy d_j (u S_j (1 + gamma_j))^2 with S_j the prefix sum of |x~|."""
+    ctx = x.ctx
+    if acc is not None:
+        from .tracked import _fmt_arg
+        acc = _fmt_arg(acc)
+        if x.fmt is not acc:
+            x = x.to(acc)
+    fmt = x.fmt
+    axis = _ax(axis, x.ndim)
+    n = x.c.shape[axis]
+    depth(order, 2)                                   # the order model is checked once, for any n
+    c = x.c.cumsum(dim=axis)
+    fm = _scan_form(x, axis)
+    taint = None if x.taint is None else x.taint.expand(x.c.shape).to(torch.int32).cumsum(dim=axis) > 0
+    R = x.radius()
+    S = (x.c.abs() + R).expand(x.c.shape).cumsum(dim=axis)
+    # the depth of each prefix, along the axis: j terms' additions ("any", "sequential"),
+    # a tree's ceil(log2(j + 1)), or an int model's min(k, j)
+    j = torch.arange(n, dtype=torch.float64, device=x.c.device).reshape((n,) + (1,) * (-axis - 1))
+    if order in ("any", "sequential"):
+        d = j
+    elif order == "tree":
+        d = torch.ceil(torch.log2(j + 1))
+    else:
+        d = torch.clamp(j, max=float(order))
+    label = ctx.label(f"{fmt} prefix sum over {ctx.count(n)} ({order} order)")
+    u = fmt.u
+    gamma = torch.expm1(d * math.log1p(u))
+    ok = S * (1 + gamma) <= fmt.max_finite
+    ctx.record(label, "range", str(fmt), f"partial sums <= {fmt.max_finite:.6g}", ok, S)
+    if not ctx.all(ok):
+        taint = _or(taint, ~ok)
+    key = ctx.new_key()
+    fm = FM.add_private(fm, FM.Entry(gamma * S, d * (u * S * (1 + gamma)) ** 2, frozenset((key,)), label),
+                        ctx.condensed)
+    if not fmt.subnormals:
+        fm = FM.add_det(fm, f"{label} (flush to zero)", d * fmt.min_normal * (1 + gamma) + 0 * S, ctx.condensed)
+    fm = _fp64_sum_slack(fm, S, n, ctx)
+    return Tracked(c, fmt, fm, ctx, taint=taint)
+
+
+def _scan_form(x: Tracked, axis: int) -> FM.Form:
+    """``_reduce_form`` for prefix sums: every term and error of the prefix up to each element."""
+    ctx = x.ctx
+    shape = x.c.shape
+    shared, aggregated = {}, []
+    for k, t in x.form.shared.items():
+        extent = t.s.shape[axis] if t.s.ndim >= -axis else 1
+        if extent == 1:
+            shared[k] = FM.Term(t.coef.expand(shape).cumsum(dim=axis), t.s)
+        else:
+            a = t.coef.expand(shape)
+            prov, label = ctx.symbols[k]
+            aggregated.append(FM.Entry(a.abs().cumsum(dim=axis), (a * t.s).square().cumsum(dim=axis), prov, label))
+    private = [FM.Entry(e.abs.expand(shape).cumsum(dim=axis), e.var.expand(shape).cumsum(dim=axis), e.prov, e.label)
+               for e in x.form.private]
+    det = {k: v.expand(shape).cumsum(dim=axis) for k, v in x.form.det.items()}
+    private, det = FM.normalise(private + aggregated, det, ctx.condensed)
+    return FM.Form(shared, private, det)
+
+
 def _flush_anywhere(fm, c, n, fmt, gamma, label, ctx):
     """An accumulation that may flush subnormal terms and results to zero, as fp32 atomic adds
     on NVIDIA GPUs do (docs/design.md §4.1; measured on an H100 by
@@ -339,6 +405,10 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False) -
     format with .to).  ``ftz``: the accumulation may flush subnormal products and
     partial sums to zero (split-K partials added by fp32 atomics)."""
     from .tracked import _fmt_arg
+    # a float torch tensor beside the program (a constant matrix: a prefix sum as a product
+    # with a triangle of ones) is an operand exact in its dtype's format, as in arithmetic
+    proto = a if isinstance(a, Tracked) else b
+    a, b = proto._coerce(a), proto._coerce(b)
     ctx = a.ctx
     acc = _fmt_arg(acc) if acc is not None else F.fp32
     K = a.c.shape[-1]

@@ -20,7 +20,7 @@ FUNCTIONS = {"exp": "exp", "exp2": "exp", "log": "log", "log2": "log2", "rsqrt":
              "sqrt_rn": "sqrt_rn", "sigmoid": "exp", "tanh": "tanh", "erf": "erf", "sin": "sin",
              "cos": "cos", "div_rn": "div_rn", "log1p": "log1p", "expm1": "expm1"}
 _LABEL = re.compile(r"^(.*?) \[([\w<>.]+?):(\d+)(?::(\d+))?(?:@\d+)?(?:<[^\]]*)?\]$")
-_SUM = re.compile(r"^(\w+) sum over (\d+) \((.+?) order(, flushing subnormals)?\)$")
+_SUM = re.compile(r"^(\w+) (?:prefix )?sum over (\d+) \((.+?) order(, flushing subnormals)?\)$")
 _DOT = re.compile(r"^(\w+) dot over K=(\d+) \((.+?) order(, rounded products)?(, flushing subnormals)?\)$")
 # calculus.quant.block_scaled_matmul: per K tile a dot of the codes in this format, scaled,
 # accumulated in fp32 -- one dot on the way to each element, as the kernel's tl.dot loop is

@@ -200,6 +200,8 @@ class _Launch:
             return em.emit(named, f"no.div_rn({self.value(ops[0])}, {self.value(ops[1])})", cm)
         if n == "tt.reduce":
             return self._reduce(op, cm, named)
+        if n == "tt.scan":
+            return self._scan(op, cm, named)
         if n == "scf.for":
             return self._loop_result(op, idx, cm, named)
         if n == "tt.dot":
@@ -326,6 +328,15 @@ class _Launch:
         if f is None:
             return self.em.placeholder(f"a reduction by {comb} at {self.k.where(op).short()}")
         return self.em.emit(named, f"{f}({self.value(op.operands[0])}, axis=-1, keepdims=True)", cm)
+
+    def _scan(self, op, cm, named) -> str:
+        """``tl.cumsum`` along the last axis: ``no.cumsum``."""
+        comb, _ = K._combine(op)
+        ty = op.operand_types[0] if op.operand_types else None
+        axis = int(op.attr("axis") or 0)
+        if comb != "arith.addf" or ty is None or axis != len(ty.shape) - 1:
+            return self.em.placeholder(f"a scan by {comb} along axis {axis} at {self.k.where(op).short()}")
+        return self.em.emit(named, f"no.cumsum({self.value(op.operands[0])}, axis=-1)", cm)
 
     def _loop_result(self, op, idx, cm, named) -> str:
         """A loop over a row's chunks that adds up a reduction: the reduction over the row."""

@@ -337,6 +337,23 @@ def sum(x: Emulated, axis=-1, keepdims=False, order="any", acc=None, ftz=False):
     return Emulated(s, acc, plan, pre=x.v.sum(dim=ax, keepdim=keepdims))
 
 
+def cumsum(x: Emulated, axis=-1, order="any", acc=None):
+    """Prefix sums as one kernel computes them: in order along the axis, each partial sum
+    rounded to ``acc`` (a sequential scan is one of the orders every model admits)."""
+    plan = x.plan
+    acc = _fmt_arg(acc) if acc is not None else x.fmt
+    if x.fmt is not acc:
+        x = x.to(acc) if not _subset(x.fmt, acc) else x._wrap(x.v, acc)
+    v = x.v.movedim(axis % x.v.ndim, -1)
+    out = torch.empty_like(v)
+    run = v[..., 0]
+    out[..., 0] = run
+    for j in range(1, v.shape[-1]):
+        run = round_site(plan, run + v[..., j], acc)
+        out[..., j] = run
+    return Emulated(out.movedim(-1, axis % x.v.ndim), acc, plan)
+
+
 def mean(x: Emulated, axis=-1, keepdims=False, order="any", acc=None):
     s = sum(x, axis, keepdims, order, acc)
     n = x.v.shape[axis % x.v.ndim]
@@ -415,6 +432,8 @@ def logsumexp(x: Emulated, axis=-1, keepdims=False, exp="exp2", order="any"):
 
 
 def matmul(a: Emulated, b: Emulated, acc=None, order="any", ftz=False):
+    proto = a if isinstance(a, Emulated) else b
+    a, b = proto._coerce(a), proto._coerce(b)
     acc = _fmt_arg(acc) if acc is not None else F.fp32
     prods = a.v.unsqueeze(-1) * b.v.unsqueeze(0)            # [M, K, N], exact in float64
     if a.fmt.precision + b.fmt.precision > acc.precision:
