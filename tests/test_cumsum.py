@@ -92,3 +92,17 @@ def test_compiled_prefix_sums_over_a_stream_of_shapes_equal_eager():
         assert any(p.symbolic and p.compiled_calls for p in compiled.plans()), [p.failed for p in compiled.plans()]
     finally:
         compiled.clear()
+
+
+def test_a_matrix_computed_beside_the_program_is_a_matmul_operand():
+    # the prefix sum as a product with a triangle of ones (it raised AttributeError: 'Tensor'
+    # object has no attribute 'c'); the matrix is exact in its dtype's format
+    @no.reference
+    def by_triangle(x):
+        tri = torch.triu(torch.ones(x.shape[-1], x.shape[-1], dtype=torch.bfloat16))
+        return no.matmul(x, tri, acc=fp32).to(x.format)
+    x = fill((3, 50), "normal", 3, dtype=torch.bfloat16)
+    for mode, v in check_modes(by_triangle, scan(x), (x,)).items():
+        assert v.status == "accept", (mode, v.explain())
+    y = emulate(by_triangle, (x,), plan=Plan(seed=3))
+    assert no.check(by_triangle, y, (x,), mode="fixed").status == "accept"
