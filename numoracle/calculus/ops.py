@@ -85,6 +85,15 @@ def _fp64_sum_slack(fm: FM.Form, S: Tensor, terms: int, ctx) -> FM.Form:
     return FM.add_det(fm, "float64 centre", (_FP64_SLACK + g) * S, ctx.condensed)
 
 
+def _in_acc(x: Tracked, acc) -> Tracked:
+    """x rounded to the accumulation format ``acc`` where one is given (a sum's terms)."""
+    if acc is None:
+        return x
+    from .tracked import _fmt_arg
+    acc = _fmt_arg(acc)
+    return x if x.fmt is acc else x.to(acc)
+
+
 def sum(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=None, ftz=False) -> Tracked:
     """Sum along ``axis`` accumulated in ``acc`` (default: x's format) with the
     given order model.  Worst case gamma_d * sum|x~|, variance proxy
@@ -92,11 +101,7 @@ def sum(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=Non
     partition the terms, and each term passes at most d roundings.  ``ftz``: the
     additions may flush subnormal terms and results to zero (``_flush_anywhere``)."""
     ctx = x.ctx
-    if acc is not None:
-        from .tracked import _fmt_arg
-        acc = _fmt_arg(acc)
-        if x.fmt is not acc:
-            x = x.to(acc)
+    x = _in_acc(x, acc)
     fmt = x.fmt
     axis = _ax(axis, x.ndim)
     n = x.c.shape[axis]
@@ -132,11 +137,7 @@ def cumsum(x: Tracked, axis: int = -1, order="any", acc=None) -> Tracked:
     element is ``sum``'s enclosure of its own prefix: worst case gamma_j * S_j, variance
     proxy d_j (u S_j (1 + gamma_j))^2 with S_j the prefix sum of |x~|."""
     ctx = x.ctx
-    if acc is not None:
-        from .tracked import _fmt_arg
-        acc = _fmt_arg(acc)
-        if x.fmt is not acc:
-            x = x.to(acc)
+    x = _in_acc(x, acc)
     fmt = x.fmt
     axis = _ax(axis, x.ndim)
     n = x.c.shape[axis]
