@@ -106,3 +106,12 @@ def test_a_matrix_computed_beside_the_program_is_a_matmul_operand():
         assert v.status == "accept", (mode, v.explain())
     y = emulate(by_triangle, (x,), plan=Plan(seed=3))
     assert no.check(by_triangle, y, (x,), mode="fixed").status == "accept"
+
+
+def test_the_emulator_refuses_an_order_its_sequential_scan_would_break():
+    @no.reference
+    def scan_tree(x):
+        return no.cumsum(x.to(fp32), axis=-1, order="tree").to(x.format)
+    x = fill((2, 40), "normal", 0, dtype=torch.bfloat16)
+    with pytest.raises(no.InvalidArgument, match="scans sequentially"):
+        emulate(scan_tree, (x,), plan=Plan(seed=0))

@@ -125,7 +125,7 @@ def sum(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=Non
                                          frozenset((key,)), label), ctx.condensed)
         fm = _flush_in_sum(fm, x, axis, keepdims, d, fmt, gamma, label, ctx)
     if ftz:
-        fm = _flush_anywhere(fm, x.c.sum(dim=axis, keepdim=keepdims), n, fmt, gamma, label, ctx)
+        fm = _flush_anywhere(fm, c, n, fmt, gamma, label, ctx)
     fm = _fp64_sum_slack(fm, S, n, ctx)
     return Tracked(c, fmt, fm, ctx, taint=taint)
 
@@ -167,7 +167,8 @@ def cumsum(x: Tracked, axis: int = -1, order="any", acc=None) -> Tracked:
     fm = FM.add_private(fm, FM.Entry(gamma * S, d * (u * S * (1 + gamma)) ** 2, frozenset((key,)), label),
                         ctx.condensed)
     if not fmt.subnormals:
-        fm = FM.add_det(fm, f"{label} (flush to zero)", d * fmt.min_normal * (1 + gamma) + 0 * S, ctx.condensed)
+        fm = FM.add_det(fm, f"{label} (flush to zero)", (d * fmt.min_normal * (1 + gamma)).expand_as(S),
+                        ctx.condensed)
     fm = _fp64_sum_slack(fm, S, n, ctx)
     return Tracked(c, fmt, fm, ctx, taint=taint)
 
@@ -194,10 +195,11 @@ def _scan_form(x: Tracked, axis: int) -> FM.Form:
 
 def _flush_anywhere(fm, c, n, fmt, gamma, label, ctx):
     """An accumulation that may flush subnormal terms and results to zero, as fp32 atomic adds
-    on NVIDIA GPUs do (docs/design.md §4.1; measured on an H100 by
+    on NVIDIA GPUs do (docs/design.md §4.4; measured on an H100 by
     scripts/dot_subnormal_probe.py, where tl.dot kept them): each of the n terms and each of
     the n - 1 partial sums may lose less than min_normal, each loss then passing the later
-    additions (1 + gamma).  Added everywhere: it is below every normal output's rounding."""
+    additions (1 + gamma).  Added to every element of the result ``c`` (its shape): it is below
+    every normal output's rounding."""
     eta = (2 * n - 1) * fmt.min_normal
     return FM.add_det(fm, f"{label} (flush to zero)", torch.full_like(c, 1.0) * (eta * (1 + gamma)), ctx.condensed)
 

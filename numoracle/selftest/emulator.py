@@ -316,13 +316,20 @@ def _choose_order(model, plan: Plan, n: int) -> str:
     return ("sequential", "tree", "blocked")[plan.randint(3)] if n <= 512 else ("tree", "blocked")[plan.randint(2)]
 
 
-def sum(x: Emulated, axis=-1, keepdims=False, order="any", acc=None, ftz=False):
-    plan = x.plan
+def _in_acc(x: Emulated, acc):
+    """(x in the accumulation format, that format): ``acc`` (default x's own), or bf16 where
+    the plan plants the fault ``bf16_accumulation`` in an fp32 one."""
     acc = _fmt_arg(acc) if acc is not None else x.fmt
-    if "bf16_accumulation" in plan.faults and acc is F.fp32:
+    if "bf16_accumulation" in x.plan.faults and acc is F.fp32:
         acc = F.bf16
     if x.fmt is not acc:
         x = x.to(acc) if not _subset(x.fmt, acc) else x._wrap(x.v, acc)
+    return x, acc
+
+
+def sum(x: Emulated, axis=-1, keepdims=False, order="any", acc=None, ftz=False):
+    plan = x.plan
+    x, acc = _in_acc(x, acc)
     ax = axis % x.v.ndim
     v = x.v.movedim(ax, -1)
     lead = v.shape[:-1]
@@ -339,11 +346,13 @@ def sum(x: Emulated, axis=-1, keepdims=False, order="any", acc=None, ftz=False):
 
 def cumsum(x: Emulated, axis=-1, order="any", acc=None):
     """Prefix sums as one kernel computes them: in order along the axis, each partial sum
-    rounded to ``acc`` (a sequential scan is one of the orders every model admits)."""
+    rounded to ``acc``.  A sequential scan passes term 0 through j roundings, which only the
+    "any" and "sequential" models admit; a narrower model is refused, not emulated outside it."""
+    if order not in ("any", "sequential"):
+        raise InvalidArgument(f"cumsum(order={order!r}): the emulator scans sequentially, which only the "
+                              f"'any' and 'sequential' order models admit.")
     plan = x.plan
-    acc = _fmt_arg(acc) if acc is not None else x.fmt
-    if x.fmt is not acc:
-        x = x.to(acc) if not _subset(x.fmt, acc) else x._wrap(x.v, acc)
+    x, acc = _in_acc(x, acc)
     v = x.v.movedim(axis % x.v.ndim, -1)
     out = torch.empty_like(v)
     run = v[..., 0]
