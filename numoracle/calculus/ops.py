@@ -69,7 +69,7 @@ def _gamma(ctx, d, u: float, device):
     """``gamma_bound(d, u)``; traced with symbolic sizes, computed on the device from the
     size's symbol (a Python number would freeze the traced call's size into the code)."""
     if ctx.symbolic:
-        return torch.expm1(torch.ones((), dtype=torch.float64, device=device) * d * math.log1p(u))
+        return F.expm1(torch.ones((), dtype=torch.float64, device=device) * d * math.log1p(u))
     return gamma_bound(d, u)
 
 
@@ -158,7 +158,7 @@ def cumsum(x: Tracked, axis: int = -1, order="any", acc=None) -> Tracked:
         d = torch.clamp(j, max=float(order))
     label = ctx.label(f"{fmt} prefix sum over {ctx.count(n)} ({order} order)")
     u = fmt.u
-    gamma = torch.expm1(d * math.log1p(u))
+    gamma = F.expm1(d * math.log1p(u))
     ok = S * (1 + gamma) <= fmt.max_finite
     ctx.record(label, "range", str(fmt), f"partial sums <= {fmt.max_finite:.6g}", ok, S)
     if not ctx.all(ok):
