@@ -241,9 +241,11 @@ def split_row_sum(x, *, square=False, block=32):
 def scan_kernel(x_ptr, y_ptr, n_cols, STORAGE: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + tl.program_id(0) * n_cols + offs, mask=offs < n_cols, other=0.0)
-    if not STORAGE:
-        x = x.to(tl.float32)
-    y = tl.cumsum(x, axis=0)
+    if STORAGE:
+        # the dtype keeps x's format: Triton 3.6's tl.cumsum widens bf16 to fp32 by itself
+        y = tl.cumsum(x, axis=0, dtype=y_ptr.dtype.element_ty)
+    else:
+        y = tl.cumsum(x.to(tl.float32), axis=0)
     tl.store(y_ptr + tl.program_id(0) * n_cols + offs, y.to(y_ptr.dtype.element_ty), mask=offs < n_cols)
 
 

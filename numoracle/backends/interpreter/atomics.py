@@ -8,6 +8,7 @@ from ._state import STATE as state
 from ._state import language, runtime
 
 _MIN_NORMAL = np.float32(2.0 ** -126)
+_F32 = np.dtype(np.float32)
 
 
 def _flush(v: np.ndarray) -> np.ndarray:
@@ -35,12 +36,14 @@ def repair_atomic_fadd_ftz() -> None:
             return orig(self, rmwOp, ptr, val, mask, sem, scope)
         ptrs, vals, keep = np.asarray(ptr.data), np.asarray(val.data, dtype=np.float32), np.asarray(mask.data)
         shape = np.broadcast_shapes(ptrs.shape, vals.shape, keep.shape)
-        ptrs, vals, keep = (np.broadcast_to(a, shape).reshape(-1) for a in (ptrs, vals, keep))
+        # writeable copies: Triton 3.6's load and store take no read-only (broadcast) view
+        ptrs, vals, keep = (np.array(np.broadcast_to(a, shape)).reshape(-1) for a in (ptrs, vals, keep))
         old = np.zeros(vals.shape, dtype=np.float32)
         one, zero = np.ones(1, dtype=bool), np.zeros(1, dtype=np.float32)
         for i in np.flatnonzero(keep):
             p = ptrs[i:i + 1]
-            cur = np.asarray(rt._interpreter.load(p, one, zero, np.float32), dtype=np.float32)
+            # a numpy dtype, not the type np.float32: Triton 3.6's binding takes no other
+            cur = np.asarray(rt._interpreter.load(p, one, zero, _F32), dtype=np.float32)
             old[i] = cur[0]
             new = _flush(_flush(cur) + _flush(vals[i:i + 1]))
             rt._interpreter.store(p, new, one)
