@@ -112,16 +112,20 @@ def _int_of_one_element_array_raises() -> bool:
     return False
 
 
+# triton.autotune benchmarks its configs, which needs a GPU driver: the defect is a CPU-only
+# machine's (on the GPU machine's CPU, interpreting, the autotuner benchmarks as usual)
+_NO_GPU_DRIVER = not torch.cuda.is_available()
+
 # Expected outcome of each probe on the bare interpreter, for the Triton
 # versions this was measured on (others: not asserted).
 EXPECTED_ON_BARE = {
     # 3.6's interpreter has no tl.dot_scaled at all (no create_dot_scaled): nothing to repair there
     (3, 6): dict(bf16_casts=True, fp16_casts=False, fp8_casts=True, bf16_arithmetic=True, fp16_arithmetic=False,
                  float_scalar_args=True, bf16_constants=True, runtime_range=_int_of_one_element_array_raises(),
-                 atomic_fadd_ftz=True, libdevice=True, tl_math=False, autotune=True, dot_scaled_fp8=False),
+                 atomic_fadd_ftz=True, libdevice=True, tl_math=False, autotune=_NO_GPU_DRIVER, dot_scaled_fp8=False),
     (3, 9): dict(bf16_casts=True, fp16_casts=False, fp8_casts=True, bf16_arithmetic=True, fp16_arithmetic=False,
                  float_scalar_args=True, bf16_constants=False, runtime_range=False, atomic_fadd_ftz=True,
-                 libdevice=True, tl_math=False, autotune=True, dot_scaled_fp8=True),
+                 libdevice=True, tl_math=False, autotune=_NO_GPU_DRIVER, dot_scaled_fp8=True),
 }
 
 TRITON_MINOR = tuple(int(p) for p in triton.__version__.split(".")[:2])
@@ -691,8 +695,8 @@ def run_autotuned(n=100):
 
 
 def test_autotuned_kernel_runs_a_chosen_config():
-    with bare():
-        with pytest.raises(RuntimeError, match="driver"):
+    if _NO_GPU_DRIVER:
+        with bare(), pytest.raises(RuntimeError, match="driver"):
             run_autotuned()
     with repaired():
         assert run_autotuned() == 16  # first config
