@@ -65,6 +65,39 @@ def test_time_budget_is_an_exit_reason():
     assert 1 <= res.totals.cases
 
 
+def test_a_run_the_clock_ends_searches_every_input_group_not_one(monkeypatch):
+    """A time-bounded run (max_examples 10^9) is Hypothesis runs of ROUND_EXAMPLES cases: in a
+    single run its first target() pass lasted until the deadline, hill-climbing from one case, and
+    65-83% of a 9-16 s run's cases fell in one input group (docs/results/2026-12-06-fuzz-rounds.md).
+    Smaller rounds than the shipped 1000 make the turns show within a short test."""
+    from numoracle.runner import engine
+    monkeypatch.setattr(engine, "ROUND_EXAMPLES", 100)
+    res = fuzz("rms_norm", "correct", max_examples=10**9, seconds=8.0, seed=1, isolate=False, shrink=False,
+               strategy=cases("rms_norm", max_rows=2, max_cols=16))
+    assert res.exit_reason == "time budget"
+    n = res.totals.cases
+    if n < 250:
+        pytest.skip(f"{n} cases in 8 s: too slow a machine for two rounds")
+    shares = {g: s.cases / n for g, s in res.groups.items()}
+    assert max(shares.values()) < 0.5, shares
+    assert len(shares) == len(GROUPS)
+
+
+def test_rounds_follow_from_the_runs_seed_and_stop_when_the_cases_run_out(monkeypatch):
+    from hypothesis import strategies as st
+    from numoracle.runner import engine
+    monkeypatch.setattr(engine, "ROUND_EXAMPLES", 30)
+    runs = [fuzz("rms_norm", "correct", max_examples=75, seconds=3600.0, seed=7, isolate=False, shrink=False,
+                 strategy=cases("rms_norm", max_rows=2, max_cols=16)) for _ in range(2)]
+    assert [r.totals.cases for r in runs] == [75, 75]
+    assert [{g: s.cases for g, s in r.groups.items()} for r in runs][0] == \
+        [{g: s.cases for g, s in r.groups.items()} for r in runs][1]
+    # two distinct cases: the first round runs out, and no other round repeats them until the deadline
+    two = st.sampled_from(_cases([(1, 8), (2, 8)]))
+    res = fuzz("rms_norm", "correct", max_examples=10**9, seconds=60.0, seed=7, isolate=False, strategy=two)
+    assert res.exit_reason == "examples exhausted" and res.totals.cases == 2
+
+
 def test_boundary_score_and_site_kind():
     op_case = _cases([(2, 8)])[0]
     from numoracle import backends

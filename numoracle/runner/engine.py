@@ -10,7 +10,8 @@ Kernels run in the supervised worker process (``runner.worker``) when
 the result says where they ran, and the worker's memory, case by case.
 
 Budgets: ``max_examples`` (Hypothesis's count), ``seconds`` (wall clock for
-the search; shrinking has its own ``shrink_seconds``).  The exit reason says
+the search, run as Hypothesis runs of ``ROUND_EXAMPLES`` cases; shrinking has its own
+``shrink_seconds``).  The exit reason says
 which one ended the run, or that a counterexample or Ctrl-C / SIGTERM did.  A run
 interrupted while it shrinks a finding (Hypothesis's shrink or the element shrink) keeps
 the finding as shrunk so far, reports and saves it, and still ends interrupted (130 / 143).
@@ -39,6 +40,19 @@ from .execute import UserInterrupt, check_interrupt, interrupt_reported, judge, 
 from .kernels import resolve
 from .outcomes import MemoryWatch, RunResult
 from .shrink import input_roles, minimize
+
+
+# Hypothesis spends at most half of a run of 1000 or more examples on target() passes, in
+# turns with generating new cases; a round of this many keeps that share and its turns.
+ROUND_EXAMPLES = 1000
+
+
+def _round_seed(seed, k: int):
+    """Round k's seed: the run's own for the first (a short run is seeded as before), then
+    one drawn from it, so that the run's seed reproduces every round."""
+    if seed is None or k == 0:
+        return seed
+    return random.Random(f"{seed}:{k}").getrandbits(64)
 
 
 class _BudgetSpent(BaseException):
@@ -352,26 +366,34 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
     # expects milliseconds, which is the work, not a slow strategy; and differing_executors, which
     # the same body run from several call sites (the CLI, a property test, the distributed
     # executor's units) would trip with nothing wrong.
-    s = settings(parent, max_examples=max(1, int(max_examples)), deadline=None, derandomize=derandomize,
-                 database=None, phases=phases,
-                 suppress_health_check=sorted({*parent.suppress_health_check, HealthCheck.too_slow,
-                                               HealthCheck.differing_executors}, key=lambda h: h.value),
-                 # one finding is all the run keeps (stop_on_first): a second bug is the next run's
-                 report_multiple_bugs=False)
+    def make_test(examples, round_seed, first):
+        s = settings(parent, max_examples=examples, deadline=None, derandomize=derandomize,
+                     database=None, phases=phases,
+                     suppress_health_check=sorted({*parent.suppress_health_check, HealthCheck.too_slow,
+                                                   HealthCheck.differing_executors}, key=lambda h: h.value),
+                     # one finding is all the run keeps (stop_on_first): a second bug is the next run's
+                     report_multiple_bugs=False)
+        test = given(strategy)(body)
+        from hypothesis import example
+        # the saved findings first, then the caller's explicit cases (the first round's)
+        for c in reversed([*replay, *explicit] if first else []):
+            test = example(c)(test)
+        if round_seed is not None and not derandomize:
+            test = hseed(round_seed)(test)    # inside settings(): outside it the database goes unused
+        return s(test)
+
     body._hypothesis_internal_add_digest = f"numoracle:{op.name}:{kspec}:{mode}".encode()
-    test = given(strategy)(body)
-    from hypothesis import example
-    # the saved findings first, then the caller's explicit cases
-    for c in reversed([*replay, *explicit]):
-        test = example(c)(test)
     if seed is None and not derandomize:
         # a seed of our own: a run that Hypothesis seeds itself reports "You can reproduce this
         # failure by adding @seed(...)" on stdout whenever it stops by an exception (the time
         # budget), which is no failure and breaks --json's one document on stdout
         seed = random.getrandbits(64)
-    if seed is not None and not derandomize:
-        test = hseed(seed)(test)          # inside settings(): outside it the database goes unused
-    test = s(test)
+    max_examples = max(1, int(max_examples))
+    # A run that the clock ends searches in rounds of ROUND_EXAMPLES: given one count of 10^9,
+    # Hypothesis's first target() pass (after 200 cases) may last until the deadline, hill-climbing
+    # from one case, so every later case shares its input group (docs/results/2026-12-06-fuzz-rounds.md)
+    rounds = seconds is not None and max_examples > ROUND_EXAMPLES and not derandomize
+    budget = max_examples
 
     found = None
     from hypothesis.reporting import with_reporter
@@ -379,7 +401,15 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
     clock["last"] = time.perf_counter()
     try:
         with with_reporter(lambda msg: result.hypothesis_report.append(str(msg))):
-            test()
+            k = 0
+            while budget > 0:
+                n = min(budget, ROUND_EXAMPLES) if rounds else budget
+                before = result.totals.cases
+                make_test(n, _round_seed(seed, k), k == 0)()
+                budget -= n
+                k += 1
+                if result.totals.cases - before < n:
+                    break         # Hypothesis ran out of distinct cases: another seed would repeat them
         result.exit_reason = "examples exhausted"
     except _Counterexample as exc:
         found = exc.outcome
