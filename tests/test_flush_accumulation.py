@@ -74,14 +74,8 @@ def test_a_split_k_kernel_on_the_repaired_interpreter_flushes_as_the_gpu_does():
     from numoracle import backends
     backends.select("interpreter")
     import test_plan_kernels as PK
-
-    @no.reference
-    def split_keeps(a, b, *, splits=2):
-        return no.matmul(a, b, acc=fp32)
-
-    @no.reference
-    def split_ftz(a, b, *, splits=2):
-        return no.matmul(a, b, acc=fp32, ftz=True)
+    # the plan tests' references of the same kernel (fp32 out, with and without ftz)
+    from test_plan import matmul_fp32 as split_keeps, matmul_fp32_ftz as split_ftz
     a = torch.full((2, 32), 2.0 ** -66).to(torch.bfloat16)
     b = torch.zeros(32, 16, dtype=torch.bfloat16)
     b[0, :] = 2.0 ** -66                       # one product 2^-132 an element, subnormal in fp32
