@@ -282,8 +282,18 @@ def child_hypothesis_loop(op_name: str, backend_name: str, seconds: float, seed:
     backend = backends.select(backend_name)
     device = backend.device
     op = operators.get(op_name)
+    try:
+        from numoracle.runner.launches import compiling
+    except ImportError:                     # a baseline that does not measure Triton's compile steps
+        import contextlib
+
+        class _Nothing:
+            count, seconds = 0, 0.0
+
+        def compiling():
+            return contextlib.nullcontext(_Nothing())
     kfn, _ = resolve(op, "correct")
-    state = {"n": 0, "deadline": time.time() + seconds, "t0": None}
+    state = {"n": 0, "deadline": time.time() + seconds, "t0": None, "compiles": 0, "compile_s": 0.0}
 
     @hseed(seed)
     @settings(max_examples=10 ** 9, deadline=None, database=None, suppress_health_check=list(HealthCheck),
@@ -295,7 +305,10 @@ def child_hypothesis_loop(op_name: str, backend_name: str, seconds: float, seed:
         if time.time() > state["deadline"]:
             raise _Stop
         inputs, params = case.materialize(device, op)
-        outs = call_kernel(kfn, inputs, params, dict(case.config), device=device)
+        with compiling() as got:
+            outs = call_kernel(kfn, inputs, params, dict(case.config), device=device)
+        state["compiles"] += got.count
+        state["compile_s"] += got.seconds
         y = _flat(outs)[0]
         ref = B._ref64(op_name, inputs, params) if op_name in B.OPS else None
         if ref is not None and not isinstance(ref, tuple):
@@ -311,7 +324,9 @@ def child_hypothesis_loop(op_name: str, backend_name: str, seconds: float, seed:
         pass
     wall = time.perf_counter() - t
     return {"op": op_name, "backend": backend_name, "cases": state["n"], "seconds": wall,
-            "cases_per_s": state["n"] / wall if wall else 0.0}
+            "cases_per_s": state["n"] / wall if wall else 0.0, "compiles": state["compiles"],
+            "compile_s": state["compile_s"], "cases_per_s_without_compile":
+            state["n"] / (wall - state["compile_s"]) if wall > state["compile_s"] else 0.0}
 
 
 def cli_fuzz(path: str, op_name: str, backend_name: str, seconds: float, seed: int, workers: int | None,
@@ -337,13 +352,22 @@ def cli_fuzz(path: str, op_name: str, backend_name: str, seconds: float, seed: i
            "rc": p.returncode}
     if workers:
         row.update(cases=d["totals"]["cases"], totals=d["totals"], units=d["units"],
-                   search_s=d.get("unit_seconds"), executor=d["executor"])
+                   search_s=d.get("unit_seconds"), executor=d["executor"], breakdown=d.get("breakdown"))
         row["search_cases_per_s"] = (d["totals"]["cases"] / (d["unit_seconds"] / d["executor"]["workers"])
                                      if d.get("unit_seconds") else None)
     else:
         row.update(cases=d["totals"]["cases"], totals=d["totals"], search_s=d["seconds"],
                    breakdown=d.get("breakdown"))
         row["search_cases_per_s"] = d["totals"]["cases"] / d["seconds"] if d["seconds"] else None
+    # the searches' rate without Triton's compile steps (a side that reports them): what the
+    # fuzz loop costs once the kernel's specializations are compiled
+    compile_s = ((row.get("breakdown") or {}).get("seconds") or {}).get("compile")
+    if compile_s is not None and row.get("search_s"):
+        per = workers and d["executor"]["workers"] or 1
+        left = row["search_s"] - compile_s
+        row["compile_s"] = compile_s
+        row["compiles"] = row["breakdown"].get("compiles")
+        row["search_cases_per_s_without_compile"] = row["cases"] / (left / per) if left > 0 else None
     row["cases_per_s"] = row["cases"] / wall
     return row
 
@@ -449,13 +473,17 @@ def main(argv=None) -> int:
                 record("cli", name, f"workers {w or 'serial':>6}:",
                        cli_fuzz(path, a.fuzz_op, a.fuzz_backend, a.fuzz_seconds, a.seed, w, a.cli_isolate),
                        lambda r: f"{r['cases']} cases in {r['wall_s']:.1f} s: {r['cases_per_s']:.1f} cases/s over "
-                                 f"the wall, {r['search_cases_per_s'] or 0:.1f} over the searches")
+                                 f"the wall, {r.get('search_cases_per_s') or 0:.1f} over "
+                                 f"the searches, {r.get('search_cases_per_s_without_compile') or 0:.1f} without "
+                                 f"{r.get('compiles', '?')} compiles ({r.get('compile_s') or 0:.1f} s)")
     if "loop" not in skip:
         r = _child(sides[0][1], "hypothesis_loop", a.fuzz_op, a.fuzz_backend, a.fuzz_seconds, a.seed,
                    a.fuzz_max_rows, a.fuzz_max_cols)
         result["loop"] = r
         print(f"Hypothesis + assert_close loop, {a.fuzz_op} ({a.fuzz_backend}): "
-              f"{r.get('cases_per_s', float('nan')):.1f} cases/s {r.get('error', '')}", flush=True)
+              f"{r.get('cases_per_s', float('nan')):.1f} cases/s, "
+              f"{r.get('cases_per_s_without_compile', float('nan')):.1f} without {r.get('compiles')} compiles "
+              f"({r.get('compile_s', 0):.1f} s) {r.get('error', '')}", flush=True)
         for f in result["fuzz"]:
             if "cases_per_s" in f and r.get("cases_per_s"):
                 f["over_loop"] = f["cases_per_s"] / r["cases_per_s"]

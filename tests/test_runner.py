@@ -162,3 +162,41 @@ def test_the_breakdown_accounts_for_the_search_and_the_worker_start(isolate):
         assert b["seconds"]["kernel"] < b["seconds"]["worker_start"]
     else:
         assert b["seconds"]["worker_start"] == 0
+    assert b["seconds"]["compile"] == 0 and b["compiles"] == 0     # the interpreter compiles nothing
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_the_breakdown_keeps_triton_compiles_apart_from_the_kernel(isolate):
+    # each call of this kernel takes Triton's compile step once, 20 ms (a stand-in's): the
+    # breakdown counts the steps, puts their time under compile, and leaves it out of kernel
+    from numoracle.runner import worker
+    worker.close_all()
+    strategy = cases("rms_norm", max_rows=2, max_cols=16, formats=["bf16"])
+    runs = {}
+    for k in ("rms_norm_ok", "rms_norm_compiling") * 2:      # the first of each readies its recipe
+        runs[k] = fuzz("rms_norm", USER + k, max_examples=6, seed=2, shrink=False, stop_on_first=False,
+                       database=None, isolate=isolate, strategy=strategy)
+    plain, compiling = (runs[k].to_dict()["breakdown"] for k in ("rms_norm_ok", "rms_norm_compiling"))
+    n = compiling["cases"]
+    assert compiling["compiles"] == n and plain["compiles"] == 0
+    assert 0.02 * n <= compiling["seconds"]["compile"] < 0.02 * n + 0.05 * n
+    # without the compile steps the two kernels are alike: the steps' time is not counted twice
+    assert compiling["ms_per_case"]["kernel"] < plain["ms_per_case"]["kernel"] + 10
+    if isolate:
+        assert runs["rms_norm_compiling"].isolation == "worker"
+
+
+def test_compile_steps_are_measured_only_within_the_block():
+    from triton.runtime.jit import JITFunction
+
+    from numoracle.runner.launches import compiling
+    from tests.fixtures.user_kernels import _StandIn
+    before = JITFunction.__dict__["_do_compile"]
+    with compiling() as got:
+        assert JITFunction._do_compile(_StandIn(), None, None, "cpu", None, None, None, False) is None
+        with compiling() as inner:           # nested blocks both see the step
+            JITFunction._do_compile(_StandIn(), None, None, "cpu", None, None, None, False)
+    assert (got.count, inner.count) == (2, 1) and got.seconds >= 0.04 and inner.seconds >= 0.02
+    assert JITFunction.__dict__["_do_compile"] is before
+    JITFunction._do_compile(_StandIn(), None, None, "cpu", None, None, None, False)
+    assert got.count == 2

@@ -233,9 +233,10 @@ def execute(kernel, inputs, params, config=(), *, timeout=None, device="cpu", is
             check_interrupt()
             return ran
     t0 = time.perf_counter()
-    from .launches import recorded
+    from .launches import compiling, recorded
     try:
-        with warnings.catch_warnings(), recorded() as launch:   # a broken kernel's overflow warnings
+        # a broken kernel's overflow warnings
+        with warnings.catch_warnings(), recorded() as launch, compiling() as compiled:
             warnings.simplefilter("ignore", RuntimeWarning)
             outs = call_kernel(kernel, inputs, params, dict(config), timeout=timeout, device=device)
     except UserInterrupt:
@@ -260,7 +261,8 @@ def execute(kernel, inputs, params, config=(), *, timeout=None, device="cpu", is
                          origin=_origin(exc.__traceback__))
     check_interrupt()
     from .worker import rss_mb
-    return Execution("ok", outs, seconds=time.perf_counter() - t0, rss_mb=rss_mb(), launch=launch)
+    return Execution("ok", outs, seconds=time.perf_counter() - t0, rss_mb=rss_mb(), launch=launch,
+                     compile_seconds=compiled.seconds, compiles=compiled.count)
 
 
 def _has_special_reject(v) -> bool:
@@ -283,7 +285,9 @@ def judge(op, kernel, inputs, params, config=(), *, backend="interpreter", mode=
     t1 = time.perf_counter()
     if times is not None:
         times.add("worker_start", ran.start_seconds)
-        times.add("kernel", t1 - t0 - ran.start_seconds)
+        times.add("compile", ran.compile_seconds)
+        times.compiles += ran.compiles
+        times.add("kernel", t1 - t0 - ran.start_seconds - ran.compile_seconds)
     if not ran.ok:
         out = Outcome(ran.status, case, error=ran.error, seconds=time.perf_counter() - t0, inputs=inputs,
                       params=params, traceback=ran.traceback, rss_mb=ran.rss_mb)

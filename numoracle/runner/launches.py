@@ -5,12 +5,17 @@ kernel (after an autotuner or a heuristic chose them), recorded while the launch
 A reference program reads them through ``no.launch()`` parameters (docs/design.md §3): a
 reduction's order or depth that the launch decides (an autotuned tile) is then written from
 the tile the outputs were computed with.  Values are plain (int, float, bool, str, None);
-a name the call's launches gave different values maps to the list of them."""
+a name the call's launches gave different values maps to the list of them.
+
+``compiling`` measures, beside, the time Triton spends making a specialization the process had
+not launched before (compiling it, or loading it from Triton's on-disk cache): a fuzzing run's
+new shapes and formats meet new specializations, and that time is the kernel's, not the call's."""
 
 from __future__ import annotations
 
 import contextlib
 import inspect
+import time
 import weakref
 
 from ..backends import _triton_compat as compat
@@ -112,3 +117,40 @@ def recorded():
                     pass
             else:
                 c.run = orig
+
+
+class Compiles:
+    """What ``compiling`` measured: the calls of Triton's compile step and their seconds."""
+    __slots__ = ("count", "seconds")
+
+    def __init__(self):
+        self.count = 0
+        self.seconds = 0.0
+
+
+@contextlib.contextmanager
+def compiling():
+    """Within it every compile step of a ``@triton.jit`` launch (``JITFunction._do_compile``:
+    a specialization missing from the process's kernel cache) is timed into the yielded
+    ``Compiles``.  Nothing is measured where Triton has no such step (its interpreter, a
+    version without it)."""
+    got = Compiles()
+    jit = compat.jit_function_class()
+    orig = jit.__dict__.get("_do_compile") if jit is not None else None
+    if orig is None:
+        yield got
+        return
+
+    def _do_compile(self, *args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            got.count += 1
+            got.seconds += time.perf_counter() - t
+
+    jit._do_compile = _do_compile
+    try:
+        yield got
+    finally:
+        jit._do_compile = orig

@@ -45,6 +45,9 @@ class Execution:
     # of ``seconds``, the time spent starting the worker process before the call (its imports,
     # the child's backend set-up): on a run's first call, and after a crash or a hang
     start_seconds: float = 0.0
+    # of ``seconds``, Triton's compile steps (``launches.compiling``) and how many there were
+    compile_seconds: float = 0.0
+    compiles: int = 0
 
     @property
     def ok(self) -> bool:
@@ -310,25 +313,32 @@ class Breakdown:
     - ``inputs``: making the case's tensors (``Case.materialize``);
     - ``worker_start``: starting the supervised worker process (its imports, the child's
       backend set-up), once a run and again after each crash or hang;
-    - ``kernel``: running the kernel (in the worker process too: the round trip);
+    - ``compile``: Triton making specializations of the kernel the process had not launched
+      before (compiling them, or loading them from its on-disk cache): the cost of the kernel's
+      own variety of shapes and formats, high in a short run, falling as the cache fills;
+    - ``kernel``: running the kernel, its compiles apart (in the worker process too: the round
+      trip);
     - ``verdict``: ``check`` of the outputs;
     - ``outcome``: classifying the verdict (failure class, boundary score, reasons);
     - ``bookkeeping``: the engine's own per-case work (recording, memory watch, progress);
     - ``shrink``: shrinking a finding (its evaluations included), after the search.
 
-    ``to_dict`` gives the seconds, the milliseconds per case and each phase's share."""
+    ``compiles`` counts the compile steps.  ``to_dict`` gives the seconds, the milliseconds per
+    case and each phase's share."""
 
-    PHASES = ("draw", "inputs", "worker_start", "kernel", "verdict", "outcome", "bookkeeping", "shrink")
+    PHASES = ("draw", "inputs", "worker_start", "compile", "kernel", "verdict", "outcome", "bookkeeping",
+              "shrink")
 
     def __init__(self):
         self.seconds = dict.fromkeys(self.PHASES, 0.0)
+        self.compiles = 0
 
     def add(self, phase: str, seconds: float) -> None:
         self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
 
     def to_dict(self, cases: int) -> dict:
         search = sum(v for k, v in self.seconds.items() if k != "shrink")
-        return {"cases": cases,
+        return {"cases": cases, "compiles": self.compiles,
                 "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
                 "ms_per_case": {k: round(1e3 * v / cases, 3) if cases else None
                                 for k, v in self.seconds.items() if k != "shrink"},

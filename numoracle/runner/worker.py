@@ -554,10 +554,11 @@ class Worker:
                              seconds=time.perf_counter() - t0, where="worker", start_seconds=starting)
         self._recent.append(time.perf_counter() - t0 - starting)      # the call, not the start
         if reply[0] == "ok":
-            _, outs, launch, spans, size, rss = reply
+            _, outs, launch, spans, size, rss, (compiles, compile_seconds) = reply
             return Execution("ok", unpack(outs, self.backend.device, child.replies, spans, size),
                              seconds=time.perf_counter() - t0, where="worker", rss_mb=rss,
-                             launch=unpack(launch, "cpu", child.replies, spans, size), start_seconds=starting)
+                             launch=unpack(launch, "cpu", child.replies, spans, size), start_seconds=starting,
+                             compiles=compiles, compile_seconds=compile_seconds)
         _, error_type, text, tb, origin, rss = reply
         return Execution("error", error=text, error_type=error_type, traceback=tb, origin=origin,
                          seconds=time.perf_counter() - t0, where="worker", rss_mb=rss, start_seconds=starting)
@@ -698,7 +699,7 @@ def serve(req_fd: int, res_fd: int, log_fd: int, regions, info: dict, backend, k
 
     import torch
 
-    from .launches import recorded
+    from .launches import compiling, recorded
 
     die_with_parent()
     log = os.fdopen(log_fd, "w", buffering=1)
@@ -727,7 +728,7 @@ def serve(req_fd: int, res_fd: int, log_fd: int, regions, info: dict, backend, k
             if kernel is None:
                 kernel = kernels[recipe] = make(recipe)
             ins, params, config = (unpack(v, backend.device, requests, spans, size) for v in (inputs, params, config))
-            with recorded() as launch:
+            with recorded() as launch, compiling() as compiled:
                 out = kernel(*ins, **params, **config)
             if backend.device.startswith("cuda"):
                 torch.cuda.synchronize()
@@ -737,7 +738,7 @@ def serve(req_fd: int, res_fd: int, log_fd: int, regions, info: dict, backend, k
             try:
                 tensors: list = []
                 sent = (pack(out, tensors), pack(launch, tensors))
-                reply = ("ok", *sent, *write(replies, tensors), rss_mb())
+                reply = ("ok", *sent, *write(replies, tensors), rss_mb(), (compiled.count, compiled.seconds))
             except BaseException as exc:  # noqa: BLE001 - the outputs cannot be sent: say so instead
                 reply = _error_reply(exc, "the kernel's outputs cannot be sent to the parent: ")
         try:

@@ -82,7 +82,7 @@ def run_fuzz_unit(unit: Unit) -> dict:
                      max_rows=s["max_rows"], max_cols=s["max_cols"],
                      params={k: tuple(v) for k, v in s["params"]} if s.get("params") else None)
     out = {"unit": unit.id, "pid": os.getpid(), "groups": {}, "exit_reasons": {}, "counterexamples": [],
-           "corpus": [], "seconds": 0.0, "statistical_only": 0, "breakdown": {}}
+           "corpus": [], "seconds": 0.0, "statistical_only": 0, "breakdown": {}, "compiles": 0}
     tmp = Path(tempfile.mkdtemp(prefix="numoracle-unit-"))
     try:
         for seed in range(*unit.seeds):
@@ -99,6 +99,7 @@ def run_fuzz_unit(unit: Unit) -> dict:
             out["seconds"] += r.elapsed
             for phase, sec in r.times.seconds.items():
                 out["breakdown"][phase] = out["breakdown"].get(phase, 0.0) + sec
+            out["compiles"] += r.times.compiles
             rel = None
             if r.saved:
                 case_dir = Path(r.saved)
@@ -180,6 +181,7 @@ def run_fuzz(units, *, executor: str = "local", scheduler: str | None = None, wo
                 exits[k] = exits.get(k, 0) + v
             for phase, sec in r.get("breakdown", {}).items():
                 times.add(phase, sec)
+            times.compiles += r.get("compiles", 0)
             where = {}
             for c in r["corpus"]:
                 if corpus is not None:
