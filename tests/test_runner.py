@@ -131,6 +131,27 @@ def test_database_resumes_a_run(tmp_path):
     assert again.totals.cases == 1              # replayed from the database before any new draw
 
 
+@pytest.mark.parametrize("isolate", [False, True])
+def test_a_kernels_overflow_warnings_stay_off_the_terminal(isolate):
+    # in-process the runner ignores them around the call; the worker process must too, since
+    # its stderr is the user's terminal
+    import subprocess
+    import sys
+    code = ("import warnings; warnings.simplefilter('default')\n"
+            "from numoracle import backends; backends.select('interpreter')\n"
+            "from numoracle.runner import fuzz\n"
+            "from numoracle.strategies import cases\n"
+            f"r = fuzz('rms_norm', {USER + 'rms_norm_warns'!r}, max_examples=3, seed=1, shrink=False, "
+            f"database=None, isolate={isolate}, strategy=cases('rms_norm', max_rows=2, max_cols=8, formats=['bf16']))\n"
+            "print(r.totals.cases, r.totals.error, r.isolation)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       cwd=Path(__file__).resolve().parent.parent)
+    assert p.returncode == 0, p.stderr[-2000:]
+    cases_run, errors, where = p.stdout.split()
+    assert int(cases_run) >= 3 and errors == "0" and where == ("worker" if isolate else "in-process")
+    assert "RuntimeWarning" not in p.stderr and "overflow" not in p.stderr, p.stderr[-2000:]
+
+
 def test_the_worker_process_is_killed_on_a_hang_and_the_next_case_runs():
     from numoracle import backends
     from numoracle.operators import get
