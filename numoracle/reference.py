@@ -45,6 +45,26 @@ def launch(default=LaunchValue.MISSING):
     return LaunchValue(default)
 
 
+_PLAIN = (int, float, bool, str, type(None))
+
+
+def note_launch_value(found: dict, name: str, value) -> None:
+    """Add one launch's ``value`` of ``name`` to ``found`` ({name: value}), the form
+    ``Reference.with_launch`` reads: a plain value (a ``tl.constexpr`` unwrapped, anything else
+    by its repr), or the list of the different values several launches gave."""
+    if hasattr(value, "value"):                   # tl.constexpr
+        value = value.value
+    if not isinstance(value, _PLAIN):
+        value = repr(value)
+    if name not in found:
+        found[name] = value
+    elif isinstance(found[name], list):
+        if value not in found[name]:
+            found[name].append(value)
+    elif found[name] != value:
+        found[name] = [found[name], value]
+
+
 class Reference:
     """A precision-annotated reference program (made by ``@no.reference``).  Its outputs'
     names (``output_names``) are the ones given to the decorator, else those the program

@@ -124,3 +124,21 @@ def test_the_kernel_signature_leaves_out_what_the_reference_reads_from_the_launc
     op = _op()
     assert op.kernel_signature() == "kernel(x) -> y  (the reference reads BLOCK from its launch)"
     assert resolve(op, tiled_row_sum)[0] is tiled_row_sum
+
+
+def test_the_plan_check_gives_the_reference_the_launch_it_reads():
+    """``numoracle plan`` and the verdict's plan assumption ran the reference without the
+    launch, so a reference reading ``BLOCK=no.launch()`` raised inside the plan reader."""
+    from numoracle.cli import main
+    from numoracle.plan import check_plan
+    op = _op()
+    inputs, params = op.example(3)
+    with no.settings(autotune_config="0"):
+        report = check_plan(op, "correct", inputs, params)
+        assert report.ok, report.explain()
+        with no.settings(plan_check=True):
+            out = judge(op, tiled_row_sum, inputs, params, mode="fixed", isolate=False)
+    assert out.status == "accept"
+    lines = [a for a in out.verdict.assumptions.lines() if a.startswith("plan:")]
+    assert lines == ["plan: precision plan checked against the compiled kernel (cuda sm90): no disagreement"], lines
+    assert main(["plan", "tests.fixtures.launch_op:OP"]) == 0

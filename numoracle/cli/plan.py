@@ -130,7 +130,7 @@ def run(args) -> int:
                                     "lines": text.count("\n"), "todos": text.count("TODO_")})
         return 0
     kplan = extract_plan(fn, inputs, params, arch=args.arch, config=args.config)
-    rplan = reference_plan(op.reference, inputs, params, profile=args.profile)
+    rplan = reference_plan(op.reference, inputs, params, profile=args.profile, launch=kplan.capture.launch_values())
     report = check(kplan, rplan, kernel_name=kname)
     if args.json:
         common.emit_json(args, {"operator": op.name, "kernel": kname, "params": {k: repr(v) for k, v in params.items()},

@@ -61,7 +61,7 @@ def check_plan(op_or_reference, kernel, inputs, params=None, *, arch=None, profi
     ``ok`` or lists them."""
     ref, fn, name = _resolve(op_or_reference, kernel)
     kplan = extract_plan(fn, inputs, params or {}, arch=arch, config=config)
-    rplan = reference_plan(ref, inputs, params or {}, profile=profile)
+    rplan = reference_plan(ref, inputs, params or {}, profile=profile, launch=kplan.capture.launch_values())
     return check(kplan, rplan, kernel_name=name)
 
 

@@ -129,7 +129,7 @@ def _line(ref, fn, name, inputs, params, arch, profile, config) -> str | None:
     if not kplan.capture.launches:
         return None                          # no Triton kernel: no compiled plan to check
     try:
-        rplan = reference_plan(ref, inputs, params, profile=profile)
+        rplan = reference_plan(ref, inputs, params, profile=profile, launch=kplan.capture.launch_values())
     except Exception as exc:                  # noqa: BLE001
         return f"precision plan not checked: the reference's plan could not be read ({type(exc).__name__}: {exc})"
     try:

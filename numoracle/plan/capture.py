@@ -93,6 +93,20 @@ class Capture:
     def events(self) -> list:
         return sorted(self.launches + self.host_steps, key=lambda e: e.seq)
 
+    def launch_values(self) -> dict:
+        """The launches' constexprs and compile options ({name: value}, a list where launches
+        differ): what a reference's ``no.launch()`` parameters read, as the runner records it."""
+        from ..reference import note_launch_value
+        found: dict = {}
+        for launch in self.launches:
+            declared = {name for name, is_cx, *_ in T.parameters(launch.kernel) if is_cx}
+            for name, value in launch.constexprs.items():
+                if name in declared:            # not an integer argument specialized to a constant
+                    note_launch_value(found, name, value)
+            for name, value in launch.options.items():
+                note_launch_value(found, name, value)
+        return found
+
 
 def storage_of(t: torch.Tensor) -> int:
     return t.untyped_storage().data_ptr()

@@ -231,8 +231,10 @@ def _element_labels(t, ctx) -> dict:
     return out
 
 
-def reference_plan(program, inputs, params, *, profile="h200") -> ReferencePlan:
-    """Run ``program`` once under the calculus on ``inputs`` and read its sites."""
+def reference_plan(program, inputs, params, *, profile="h200", launch=None) -> ReferencePlan:
+    """Run ``program`` once under the calculus on ``inputs`` and read its sites.  ``launch``:
+    the kernel's launch values ({name: value}, ``Capture.launch_values``) for the program's
+    ``no.launch()`` parameters."""
     import inspect
 
     from ..mathlib import load
@@ -240,7 +242,7 @@ def reference_plan(program, inputs, params, *, profile="h200") -> ReferencePlan:
 
     prog = as_reference(program)
     prof = load(profile) if isinstance(profile, str) else profile
-    outs, ctx = run_reference_positions(prog, list(inputs), dict(params or {}), prof)
+    outs, ctx = run_reference_positions(prog, list(inputs), prog.with_launch(dict(params or {}), launch), prof)
     try:
         file = inspect.getsourcefile(prog.fn)
     except TypeError:

@@ -298,7 +298,7 @@ def timing(names=None) -> list:
         t0 = time.perf_counter()
         kp = extract_plan(op.kernels["correct"], inputs, params)
         t1 = time.perf_counter()
-        rp = reference_plan(op.reference, inputs, params)
+        rp = reference_plan(op.reference, inputs, params, launch=kp.capture.launch_values())
         t2 = time.perf_counter()
         check(kp, rp)
         t3 = time.perf_counter()

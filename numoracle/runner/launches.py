@@ -20,23 +20,10 @@ import weakref
 
 from ..backends import _triton_compat as compat
 
+from ..reference import note_launch_value as _note
+
 # launch keywords that are compile options rather than kernel arguments, as Triton reads them
 OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
-_PLAIN = (int, float, bool, str, type(None))
-
-
-def _note(found: dict, name: str, value) -> None:
-    if hasattr(value, "value"):                   # tl.constexpr
-        value = value.value
-    if not isinstance(value, _PLAIN):
-        value = repr(value)
-    if name not in found:
-        found[name] = value
-    elif isinstance(found[name], list):
-        if value not in found[name]:
-            found[name].append(value)
-    elif found[name] != value:
-        found[name] = [found[name], value]
 
 
 # a kernel function's signature, made once: inspect.signature is three quarters of a
