@@ -65,6 +65,34 @@ def test_the_operator_declaration_is_reachable_as_no_operator():
     assert (no.Operator, no.Domain, no.operator) == (operators.Operator, operators.Domain, operators.operator)
 
 
+def test_an_example_builder_that_cannot_take_a_case_is_refused_when_the_operator_is_declared():
+    # every case calls it with (seed, dtype, family, rows, cols): a builder without `family`
+    # failed at the first case, as a TypeError from inside the command
+    import numoracle as no
+    from numoracle.formats import fp32
+
+    @no.reference
+    def copy(x):
+        return x.to(fp32).to(x.format)
+
+    def without_family(seed, dtype="bf16", rows=3, cols=256, **kw):
+        return (torch.zeros(rows, cols),), {}
+    with pytest.raises(no.InvalidArgument) as e:
+        no.Operator("copy_test", copy, {"correct": "pkg.mod:kernel"}, without_family)
+    assert str(e.value) == (
+        "Operator('copy_test', example='without_family'): its signature (seed, dtype='bf16', rows=3, cols=256, "
+        "**kw) cannot take the five positional arguments every case gives (too many positional arguments); "
+        "expected example(seed, dtype, family, rows, cols) -> (inputs, params), e.g. def example(seed, dtype, "
+        "family, rows, cols): return (fill((rows, cols), family, seed, dtype=dtype),), {}")
+
+    def with_keywords(seed, dtype, family, rows, cols, *, scale=1.0):
+        return (torch.zeros(rows, cols),), {}
+    op = no.Operator("copy_test", copy, {"correct": "pkg.mod:kernel"}, with_keywords)
+    assert op.example(0)[0][0].shape == (4, 96)
+    for ok in (lambda *a: ((torch.zeros(1, 1),), {}), print):   # varargs; a builtin without a signature
+        no.Operator("copy_test", copy, {"correct": "pkg.mod:kernel"}, ok)
+
+
 def test_ops_prints_the_kernel_signature_of_a_user_operator(project):
     rc, out, err = numoracle(project, "ops", OP)
     assert rc == 0, err

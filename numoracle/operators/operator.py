@@ -19,6 +19,7 @@ the reference returns, in its order (``Operator.kernel_signature()`` prints it).
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
 import sys
 from dataclasses import dataclass, field
@@ -115,6 +116,24 @@ def pick_outputs(f, pick: str | None):
     return kernel
 
 
+def _check_example_signature(name: str, example) -> None:
+    """Every caller passes an example builder five positional arguments (``Operator.example``):
+    one that cannot take them would fail only at the first case, deep in a run."""
+    try:
+        sig = inspect.signature(example)
+    except (TypeError, ValueError):          # a builtin or an object without a readable signature
+        return
+    try:
+        sig.bind(0, torch.bfloat16, "normal", 4, 96)
+    except TypeError as exc:
+        raise InvalidArgument(
+            f"Operator({name!r}, example={getattr(example, '__name__', example)!r}): its signature "
+            f"{sig} cannot take the five positional arguments every case gives ({exc}); expected "
+            f"example(seed, dtype, family, rows, cols) -> (inputs, params), e.g. "
+            f"def example(seed, dtype, family, rows, cols): return (fill((rows, cols), family, seed, "
+            f"dtype=dtype),), {{}}") from None
+
+
 class Operator:
     """A reference program, its kernels (``"correct"`` plus behaviour-preserving variants:
     name -> callable or ``"package.module:function"``), an example builder ``example(seed,
@@ -141,6 +160,8 @@ class Operator:
         if example is not None and not callable(example):
             raise InvalidArgument(f"Operator({name!r}, example={example!r}): expected a function "
                                   f"(seed, dtype, family, rows, cols) -> (inputs, params).")
+        if example is not None:
+            _check_example_signature(name, example)
         self.name, self.reference, self.source, self.backward = name, reference, source, backward
         self.domain = domain if domain is not None else Domain()
         if not isinstance(self.domain, Domain):
