@@ -142,3 +142,34 @@ def test_the_plan_check_gives_the_reference_the_launch_it_reads():
     lines = [a for a in out.verdict.assumptions.lines() if a.startswith("plan:")]
     assert lines == ["plan: precision plan checked against the compiled kernel (cuda sm90): no disagreement"], lines
     assert main(["plan", "tests.fixtures.launch_op:OP"]) == 0
+
+
+@no.reference
+def tiled_sum_by_tiles(x, *, BLOCK=no.launch()):
+    """The tiled sum written as the kernel runs it: a Python loop over the BLOCK-wide tiles."""
+    xf, n, acc = x.to(fp32), x.shape[-1], None
+    for start in range(0, n, BLOCK):
+        tile = no.sum(xf[:, start:start + BLOCK], axis=-1)
+        acc = tile if acc is None else acc + tile
+    return acc
+
+
+def test_a_reduction_a_python_loop_runs_per_tile_is_one_level_of_the_plan():
+    """The kernel's loop body is one level of its IR however often it runs; the reference's
+    loop ran its no.sum once per tile, and the plan counted each run whose error term reached
+    the output apart: at 100 columns (7 tiles) 3 reductions against the kernel's 2."""
+    from numoracle.plan import check_plan
+    from numoracle.plan.reference import reference_plan
+    op = _op()
+    x = _x(rows=2, cols=100, seed=1)
+    count, sites = reference_plan(tiled_sum_by_tiles, (x,), {}, launch={"BLOCK": 16}).output_profile(0)["sum"]["fp32"]
+    assert count == 1 and {(s.line, s.what) for s in sites} == {
+        (sites[0].line, "fp32 sum over 16 (any order)"), (sites[0].line, "fp32 sum over 4 (any order)")}
+    with no.settings(autotune_config="0"):
+        report = check_plan(tiled_sum_by_tiles, tiled_row_sum, (x,), {})
+        assert report.ok, report.explain()
+        for mode in ("statistical", "fixed"):
+            assert judge(op, tiled_row_sum, (x,), {}, mode=mode, isolate=False).status == "accept"
+        # the fault is still the plan's finding: a bf16 rounding of each tile the reference lacks
+        bad = check_plan(tiled_sum_by_tiles, tiled_row_sum_bf16_tiles, (x,), {})
+    assert not bad.ok and any(d.kind == "rounding" for d in bad.disagreements), bad.explain()

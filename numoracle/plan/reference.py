@@ -143,7 +143,17 @@ class ReferencePlan:
         prof: dict = {}
         for (cat, k), members in groups.items():
             masks = torch.broadcast_tensors(*[m for _, m in members])
-            count = sum(m.to(torch.int32) for m in masks).reshape(-1)
+            if cat in ("sum", "dot"):
+                # one reduction of the program text that a Python loop runs per tile (a chunked
+                # row, a split) is one level, as the kernel's loop body is one level of its IR
+                # however often the loop runs: count source positions, not executions
+                positions: dict = {}
+                for (site, _), m in zip(members, masks):
+                    pos = (site.file, site.line, site.col)
+                    positions[pos] = positions[pos] | m if pos in positions else m
+                count = sum(m.to(torch.int32) for m in positions.values()).reshape(-1)
+            else:
+                count = sum(m.to(torch.int32) for m in masks).reshape(-1)
             if count.numel() == 0:
                 prof.setdefault(cat, {})[k] = (0, [])
                 continue
