@@ -602,3 +602,38 @@ def test_the_command_compiles_in_its_own_process_without_the_interpreter():
                        capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "exp in fp32: ex2.approx" in p.stdout
+
+
+@no.reference
+def welford_norm_ref(x, *, BLOCK=64):
+    """The Welford/Chan combine as the kernel runs it, its element count a Python number."""
+    xf, n_cols = x.to(fp32), x.shape[-1]
+    n_a, mean, m2 = 0.0, None, None
+    for start in range(0, n_cols, BLOCK):
+        xb = xf[:, start:start + BLOCK]
+        n_b = float(min(n_cols - start, BLOCK))
+        mean_b = no.sum(xb, axis=-1, keepdims=True) / n_b
+        d = xb - mean_b
+        m2_b = no.sum(d * d, axis=-1, keepdims=True)
+        n = n_a + n_b
+        if mean is None:
+            mean, m2 = mean_b, m2_b
+        else:
+            delta = mean_b - mean
+            mean = mean + delta * (n_b / n)
+            m2 = m2 + m2_b + delta * delta * (n_a * n_b / n)
+        n_a = n
+    var = m2 / n_a
+    return ((xf - mean) * (1.0 / no.sqrt(var + 1e-5))).to(x.format), var[:, 0]
+
+
+def test_a_count_kept_in_a_float_is_no_accumulation_but_data_summed_in_a_loop_is():
+    """A Welford combine keeps its element count in an fp32 loop variable (n = n + n_b, n_b the
+    tile's size): exact below 2^24, so no reduction level, and a reference that counts in
+    Python agrees with it (it read as one reduction more than the reference).  A count read
+    from the data (a tl.sum of the mask) stays a loop accumulation."""
+    x = (torch.randn(4, 96) * 4).to(torch.bfloat16)
+    r = check_plan(welford_norm_ref, PK.welford_norm, [x], {})
+    assert r.ok, r.explain()
+    (d,) = check_plan(welford_norm_ref, PK.welford_norm_data_count, [x], {}).disagreements
+    assert d.kind == "reduction" and "3 reduction(s) in fp32 in the kernel and 2" in d.message, d.message

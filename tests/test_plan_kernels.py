@@ -324,3 +324,51 @@ def uncompilable(x, w, **params):
     y = torch.empty_like(x)
     uncompilable_kernel[(1,)](x, y, BLOCK=48)
     return y
+
+
+@triton.jit
+def welford_norm_kernel(x_ptr, y_ptr, var_ptr, n_cols, DATA_COUNT: tl.constexpr, BLOCK: tl.constexpr):
+    # each BLOCK-wide tile's mean and M2 combined into the running (n, mean, M2) (Chan et al.),
+    # then y = (x - mean) / sqrt(var + 1e-5); DATA_COUNT: the count comes from the data (a sum
+    # of the mask) rather than from the tile's size
+    row = tl.program_id(0)
+    n_a = 0.0
+    mean = 0.0
+    m2 = 0.0
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+        if DATA_COUNT:
+            n_b = tl.sum(mask.to(tl.int32), axis=0).to(tl.float32)
+        else:
+            n_b = tl.minimum(n_cols - start, BLOCK).to(tl.float32)
+        mean_b = tl.sum(x, axis=0) / n_b
+        d = tl.where(mask, x - mean_b, 0.0)
+        m2_b = tl.sum(d * d, axis=0)
+        n = n_a + n_b
+        delta = mean_b - mean
+        mean = mean + delta * (n_b / n)
+        m2 = m2 + m2_b + delta * delta * (n_a * n_b / n)
+        n_a = n
+    var = m2 / n_a
+    rstd = 1.0 / tl.sqrt(var + 1e-5)
+    tl.store(var_ptr + row, var)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_ptr + row * n_cols + cols, ((x - mean) * rstd).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def welford_norm(x, *, data_count=False, BLOCK=64):
+    """Rows normalised by their Welford/Chan mean and variance over BLOCK-wide tiles: y in x's
+    format and the variance in fp32."""
+    y = torch.empty_like(x)
+    var = torch.empty(x.shape[0], dtype=torch.float32)
+    welford_norm_kernel[(x.shape[0],)](x, y, var, x.shape[1], DATA_COUNT=data_count, BLOCK=BLOCK)
+    return y, var
+
+
+def welford_norm_data_count(x, *, BLOCK=64):
+    return welford_norm(x, data_count=True, BLOCK=BLOCK)

@@ -840,8 +840,64 @@ def loop_levels(k: KernelIR) -> dict:
                     out[add] = (op, i)
                 continue
             if any(_derives(k, o, carried) for o in add.operands):
+                if _counts(k, add, carried, op.operands[3 + i] if 3 + i < len(op.operands) else None, op):
+                    continue
                 out[add] = (op, i)
     return out
+
+
+def _counts(k: KernelIR, add, carried, init, loop) -> bool:
+    """``n = n + float(m)`` from an integer constant, ``m`` index arithmetic (no data: a tile's
+    element count, ``min(n_cols - start, BLOCK)``): a count kept in a float, as a Welford
+    combine keeps its element count.  Exact, and no accumulation to model, while its largest
+    value on this launch (trips times the index bound) stays below 2^24."""
+    if add.name != "arith.addf" or init is None or len(add.operands) != 2:
+        return False
+    start = k.const(init)
+    if start is None or not float(start).is_integer():
+        return False
+    others = [o for o in add.operands if o != carried]
+    if len(others) != 1:
+        return False
+    op = k.def_op(others[0])
+    while op is not None and op.name in _PASS:
+        op = k.def_op(op.operands[0])
+    if op is None or op.name not in ("arith.sitofp", "arith.uitofp"):
+        return False
+    bound, trips = _index_bound(k, op.operands[0]), trip_count(k, loop)
+    return bound is not None and trips is not None and abs(start) + trips * bound < 2 ** 24
+
+
+# integer operations whose result is at most the sum of their operands' magnitudes
+_INDEX_OPS = ("arith.addi", "arith.subi", "arith.minsi", "arith.maxsi", "arith.minui", "arith.maxui",
+              "arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast")
+
+
+def _index_bound(k: KernelIR, name, depth: int = 0) -> int | None:
+    """A bound on |value| of integer index arithmetic on this launch (constants, integer
+    arguments, a loop's induction variable), None where it reads data or is not known."""
+    if depth > 30:
+        return None
+    d = k.defs.get(name)
+    if d is None:
+        return None
+    if d[0] == "arg":
+        v = _int_value(k, name, {})
+        return abs(v) if v is not None else None
+    if d[0] == "block":
+        loop, region, index = d[1], d[2], d[3]
+        if loop.name != "scf.for" or region != 0 or index != 0:
+            return None                  # a loop-carried value, not the induction variable
+        bounds = [_int_value(k, x, {"pid": 0}) for x in loop.operands[:2]]
+        return None if None in bounds else max(abs(b) for b in bounds)
+    op = d[0]
+    if op.name == "arith.constant":
+        v = _int_value(k, name, {})
+        return abs(v) if v is not None else None
+    if op.name not in _INDEX_OPS:
+        return None
+    parts = [_index_bound(k, o, depth + 1) for o in op.operands]
+    return None if None in parts else sum(parts)
 
 
 def _derives(k: KernelIR, name, carried, depth: int = 0) -> bool:
