@@ -221,3 +221,29 @@ def test_compile_steps_are_measured_only_within_the_block():
     assert JITFunction.__dict__["_do_compile"] is before
     JITFunction._do_compile(_StandIn(), None, None, "cpu", None, None, None, False)
     assert got.count == 2
+
+
+def test_the_summary_says_when_triton_compiles_took_the_run():
+    # the stand-in compile step takes 20 ms a call: more than a tenth of a short search
+    from numoracle.cli.run import print_result
+    from numoracle.runner.outcomes import compile_note
+    strategy = cases("rms_norm", max_rows=2, max_cols=16, formats=["bf16"])
+    res = fuzz("rms_norm", USER + "rms_norm_compiling", max_examples=4, seed=2, shrink=False, stop_on_first=False,
+               database=None, isolate=False, strategy=strategy)
+    b = res.times.to_dict(res.totals.cases)
+    n, spent = b["compiles"], b["seconds"]["compile"]
+    share = spent / sum(v for k, v in b["seconds"].items() if k != "shrink")
+    assert n == res.totals.cases and share >= 0.1
+    assert compile_note(b) == (
+        f"compile: Triton compiled (or loaded from its cache) {n} specializations of the kernel in {spent:.1f} s, "
+        f"{share:.0%} of the search: the kernel's own shapes and formats, which Triton's on-disk cache keeps for "
+        f"later runs")
+    import contextlib
+    import io
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print_result(res)
+    assert f"  {compile_note(b)}\n" in out.getvalue()
+    # none where nothing compiled, or where compiling was a small part of the run
+    assert compile_note({**b, "compiles": 0}) is None
+    assert compile_note({**b, "seconds": {**b["seconds"], "compile": 0.05 * spent}}) is None

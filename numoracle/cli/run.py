@@ -118,6 +118,7 @@ def run(args, command: str) -> int:
 
 
 def print_result(res, seed_drawn: bool = False) -> None:
+    from ..runner.outcomes import compile_note
     t = res.totals
     print(f"{res.op} / {res.kernel} on {res.backend} ({res.mode}): {t.cases} cases in {res.elapsed:.1f}s "
           f"({res.cases_per_second:.1f}/s) - {res.exit_reason}")
@@ -144,6 +145,9 @@ def print_result(res, seed_drawn: bool = False) -> None:
         m = res.memory
         print(f"  memory ({res.isolation}): {m['start_mb']:.0f} -> {m['end_mb']:.0f} MiB over {m['cases']} cases "
               f"(peak {m['peak_mb']:.0f})")
+    note = compile_note(res.times.to_dict(t.cases))
+    if note:
+        print(f"  {note}")
     if res.isolation.startswith("in-process:"):
         print(f"  kernels ran {res.isolation}")
     ce = res.counterexample

@@ -346,6 +346,19 @@ class Breakdown:
                           for k, v in self.seconds.items() if k != "shrink"}}
 
 
+def compile_note(breakdown: dict) -> str | None:
+    """The run summary's line when Triton's compile steps took a tenth of the search or more
+    (``Breakdown.to_dict``'s form): why the run was slow, and that it is the kernel's."""
+    seconds = breakdown.get("seconds") or {}
+    search = sum(v for k, v in seconds.items() if k != "shrink")
+    spent, n = seconds.get("compile", 0.0), breakdown.get("compiles", 0)
+    if not n or search <= 0 or spent < 0.1 * search:
+        return None
+    return (f"compile: Triton compiled (or loaded from its cache) {n} specialization{'s' if n > 1 else ''} of "
+            f"the kernel in {spent:.1f} s, {spent / search:.0%} of the search: the kernel's own shapes and "
+            f"formats, which Triton's on-disk cache keeps for later runs")
+
+
 class MemoryWatch:
     """Resident memory of the process running kernels, case by case: growth over the run
     and a warning when it grows with nearly every case (a kernel that leaks)."""

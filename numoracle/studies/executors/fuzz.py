@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from ...errors import InvalidArgument
-from ...runner.outcomes import STATUSES, Breakdown
+from ...runner.outcomes import STATUSES, Breakdown, compile_note
 from .core import Unit, map_units
 
 STATS = ("cases",) + STATUSES
@@ -245,6 +245,9 @@ def run_from_cli(args, *, op, groups=None, formats=None, seconds=None, params=No
     for g, st in res["groups"].items():
         print(f"  {g:16s}" + "".join(f"{st[c]:>17d}" if c == "statistical_only" else f"{st[c]:>12d}"
                                       for c in STATS))
+    note = compile_note(res["breakdown"])
+    if note:
+        print(f"  {note}")
     for ce in res["counterexamples"]:
         print(f"  counterexample ({ce['unit']}): saved {ce['saved']}")
     return 1 if res["found"] else 0
