@@ -235,7 +235,7 @@ def execute(kernel, inputs, params, config=(), *, timeout=None, device="cpu", is
     t0 = time.perf_counter()
     from .launches import compiling, recorded
     try:
-        # a broken kernel's overflow warnings
+        # a broken kernel's overflow warnings are its values' business (the verdict judges them)
         with warnings.catch_warnings(), recorded() as launch, compiling() as compiled:
             warnings.simplefilter("ignore", RuntimeWarning)
             outs = call_kernel(kernel, inputs, params, dict(config), timeout=timeout, device=device)

@@ -19,7 +19,6 @@ import time
 import weakref
 
 from ..backends import _triton_compat as compat
-
 from ..reference import note_launch_value as _note
 
 # launch keywords that are compile options rather than kernel arguments, as Triton reads them
