@@ -23,6 +23,9 @@ class Assumptions:
     # the static check of that last assumption (numoracle.plan.assumption), when it was made:
     # settings.plan_check and a verdict that knows its kernel (docs/plan.md)
     plan: str | None = None
+    # not an assumption but a doubt about where the outputs came from, printed on a line of its
+    # own: the process ran Triton's interpreter without numoracle's repairs (backends.bare_interpreter)
+    caution: str | None = None
 
     def lines(self) -> list[str]:
         return [f"backend: {self.backend} (math profile {self.math_profile})", f"rounding: {self.rounding}",
@@ -33,7 +36,7 @@ class Assumptions:
     def to_dict(self) -> dict:
         return {"backend": self.backend, "math_profile": self.math_profile, "rounding": self.rounding,
                 "fma": self.fma, "ftz": self.ftz, "inputs": self.inputs,
-                "implementation": list(self.implementation), "plan": self.plan}
+                "implementation": list(self.implementation), "plan": self.plan, "caution": self.caution}
 
 
 DEFAULT_PROFILE = {"interpreter": "interpreter", "gpu": "h200"}

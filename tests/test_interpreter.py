@@ -11,6 +11,7 @@ import importlib
 import os
 import subprocess
 import sys
+import warnings
 from fractions import Fraction
 from pathlib import Path
 
@@ -288,6 +289,44 @@ def test_bf16_store_truncates_on_bare_and_rounds_to_nearest_even_after_install()
     with repaired():
         got = bits16(launch_cast(x, torch.bfloat16))
     assert np.array_equal(got, ref)
+
+
+def test_a_verdict_on_the_bare_interpreters_outputs_says_where_they_came_from():
+    # a user's script with TRITON_INTERPRET=1 and no backends.select: the kernel's stores
+    # truncate, and the reject they earn must not read as the kernel's fault alone
+    from numoracle.backends import BareInterpreterWarning
+    from numoracle.formats import bf16
+
+    @no.reference
+    def store(x):
+        return x.to(bf16)
+
+    x = random_f32(256, seed=3)
+    with bare():
+        y = launch_cast(x, torch.bfloat16)
+        with pytest.warns(BareInterpreterWarning, match="select\\('interpreter'\\)"):
+            v = no.check(store, y, (x,))
+    assert v.status == "reject"
+    assert v.assumptions.caution and v.to_dict()["assumptions"]["caution"] == v.assumptions.caution
+    text = v.explain()
+    caution = next(line for line in text.splitlines() if line.startswith("Caution: "))
+    assert "without numoracle's repairs" in caution and "truncate" in caution
+    assert text.index("Caution: ") < text.index("Assumptions: ")
+    with repaired():
+        y = launch_cast(x, torch.bfloat16)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", BareInterpreterWarning)
+            v = no.check(store, y, (x,))
+    assert v.status == "accept" and v.assumptions.caution is None
+    assert "Caution" not in v.explain()
+
+
+def test_a_process_that_never_imported_triton_ran_no_bare_kernel(monkeypatch):
+    from numoracle import backends
+    with bare():
+        assert backends.bare_interpreter()
+        monkeypatch.delitem(sys.modules, "triton")
+        assert not backends.bare_interpreter()
 
 
 def test_bf16_store_of_exact_ties_rounds_half_to_even():

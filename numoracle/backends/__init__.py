@@ -17,7 +17,10 @@ when unset; ``Backend.environment()`` gives a worker process's).
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import sys
+import warnings
 from dataclasses import dataclass
 
 from ..assumptions import BACKENDS
@@ -49,9 +52,15 @@ class Backend:
         return self.name
 
     def assumptions(self):
-        """The assumption profile verdicts on this backend are conditional on."""
+        """The assumption profile verdicts on this backend are conditional on; on the
+        interpreter, with a caution (and a warning, once) when this process interprets
+        kernels without numoracle's repairs (``bare_interpreter``)."""
         from ..assumptions import for_backend
-        return for_backend(self.name, self.math_profile)
+        found = for_backend(self.name, self.math_profile)
+        if self.name == "interpreter" and bare_interpreter():
+            warnings.warn(f"numoracle: {BARE_INTERPRETER}", BareInterpreterWarning, stacklevel=2)
+            found = dataclasses.replace(found, caution=BARE_INTERPRETER)
+        return found
 
     def profile(self):
         """The loaded math-library profile."""
@@ -103,6 +112,35 @@ def resolve(backend="auto", *, profile: str | None = None) -> Backend:
     return Backend(backend, "cuda" if backend == "gpu" else "cpu", profile or default_profile(backend))
 
 
+# what a verdict says when the outputs it judges may come from the unrepaired interpreter
+BARE_INTERPRETER = (
+    "this process runs Triton's interpreter (TRITON_INTERPRET) without numoracle's repairs, and a kernel "
+    "run there does not compute what a GPU computes: its fp32 -> bf16 stores truncate, bf16 arithmetic runs "
+    "on bit patterns, fp8 casts round ties away (docs/design.md section 7). A reject of such outputs may be "
+    "the interpreter's, not the kernel's. Call numoracle.backends.select('interpreter') before importing "
+    "the module that defines the kernel, then run it again.")
+
+
+class BareInterpreterWarning(UserWarning):
+    """A verdict on the interpreter in a process whose Triton interprets kernels without
+    numoracle's repairs."""
+
+
+def bare_interpreter() -> bool:
+    """Whether this process interprets Triton kernels without numoracle's repairs: Triton
+    imported and interpreting (its knob, or ``TRITON_INTERPRET``), and
+    ``interpreter.install()`` not in effect.  A process that never imported Triton ran no
+    kernel, so it is not asked to (importing it costs seconds)."""
+    if "triton" not in sys.modules:
+        return False
+    from . import _triton_compat as compat
+    knob = compat.interpret_knob()
+    if not (interpret_requested() if knob is None else knob):
+        return False
+    from . import interpreter
+    return not interpreter.is_installed()
+
+
 _SELECTED: list = []
 
 
@@ -133,4 +171,4 @@ NO_DRIVER_HINT = ("the kernel was decorated as a compiled GPU kernel, but there 
                   "--backend interpreter, or TRITON_INTERPRET=1 in the environment)")
 
 
-__all__ = ["NAMES", "RUNNING", "Backend", "resolve", "select"]
+__all__ = ["NAMES", "RUNNING", "Backend", "BareInterpreterWarning", "bare_interpreter", "resolve", "select"]

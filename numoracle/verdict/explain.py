@@ -204,6 +204,8 @@ def explain(v) -> str:
                     text += f" · other ({100 * rest:.0f}%)"
                 lines.append(f"  width     = {text}")
     lines += differences(v)
+    if getattr(v.assumptions, "caution", None):
+        lines.append("Caution: " + v.assumptions.caution)
     lines.append("Assumptions: " + "; ".join(v.assumptions.lines()))
     if v.replay:
         lines.append(f"Replay: numoracle replay {v.replay}")
