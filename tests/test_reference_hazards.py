@@ -419,3 +419,32 @@ def test_the_emulated_library_returns_the_exact_points_and_is_accepted():
         y = y[0] if isinstance(y, (list, tuple)) else y
         assert y[0, 0] == 1.0 and y[0, 3] == 1.0
         assert no.check(_exp_ref, y, [x], mode="fixed").status == "accept"
+
+
+# fp32 exp is +inf above this argument (docs/tutorial.md, "A kernel that counts on overflow")
+EXP_OVERFLOW = 88.72283935546875
+
+
+def _gelu_tanh_by_exp(saturation_by_where: bool):
+    @no.reference
+    def gelu(x):
+        h = x.to(fp32)
+        u = 0.7978845608028654 * (h + 0.044715 * h * h * h)
+        v = 2.0 * u
+        t_literal = 1.0 - 2.0 / (no.exp(v) + 1.0)
+        t = no.where(v > EXP_OVERFLOW, 1.0, t_literal) if saturation_by_where else t_literal
+        return (0.5 * h * (1.0 + t)).to(x.format)
+    return gelu
+
+
+def test_a_saturation_the_kernel_gets_from_infinity_is_certified_through_where():
+    # exp(2u) is +inf for every element, so the kernel's 2 / (inf + 1) is 0, t is 1 and
+    # 0.5 * h * 2 is h: the stored output is x itself, exactly
+    x = torch.tensor([[20.0, 60.0, 1000.0, 3.0e4]], dtype=torch.bfloat16)
+    literal = no.check(_gelu_tanh_by_exp(False), x.clone(), (x,))
+    assert literal.status == "uncertified" and bool(literal.uncertified[0].all())
+    by_where = _gelu_tanh_by_exp(True)
+    assert statuses(by_where, (x,), x.clone()) == {"statistical": "accept", "fixed": "accept"}
+    off = x.clone()
+    off[0, 1] = torch.nextafter(x[0, 1], torch.tensor(float("inf"), dtype=x.dtype))
+    assert statuses(by_where, (x,), off) == {"statistical": "reject", "fixed": "reject"}
