@@ -166,6 +166,9 @@ RAISES = [
     ("outputs_three", JUDGING, lambda b: rms(b, outputs=(b.y, b.r, b.r)), "2 output"),
     ("outputs_empty", JUDGING, lambda b: rms(b, outputs=()), "2 output"),
     ("outputs_none", JUDGING, lambda b: rms(b, outputs=None), "output"),
+    # a launcher for a kernel that works in place returns nothing: say what numoracle judges
+    ("outputs_none_in_place", JUDGING, lambda b: rms(b, outputs=None), "returns the tensors it wrote"),
+    ("y_none_in_place", JUDGING, lambda b: rms(b, outputs=(None, b.r)), "returns the tensors it wrote"),
     ("y_list", JUDGING, lambda b: rms(b, outputs=(b.y.tolist(), b.r)), "list"),
     ("y_meta", JUDGING, lambda b: rms(b, outputs=(_meta(b.y), b.r)), "meta"),
     ("r_meta", JUDGING, lambda b: rms(b, outputs=(b.y, _meta(b.r))), "meta"),

@@ -235,6 +235,13 @@ def decode_outputs(ev: Evaluation, kernel_outs) -> list:
     """The kernel's outputs as exact float64 values on the reference's device, after
     checking that they are the outputs the program produces (count, format, shape)."""
     program, refs = ev.program, ev.refs
+    if any(y is None for y in kernel_outs):
+        # a launcher written for a kernel that works in place returns nothing
+        raise InvalidArgument(
+            f"the outputs given for {program.name} are None ({len(kernel_outs)} given, {len(refs)} expected: "
+            f"{', '.join(ev.names)}); numoracle judges what the kernel's launcher returns. A kernel that writes "
+            f"in place is judged through a launcher that returns the tensors it wrote, in the reference's "
+            f"output order (e.g. `return x`).")
     if len(kernel_outs) != len(refs):
         raise InvalidArgument(
             f"{program.name} returns {len(refs)} output(s) but {len(kernel_outs)} were given; pass "
