@@ -493,7 +493,7 @@ def _rne_fp8_unbounded(x: torch.Tensor, fmt: Format) -> torch.Tensor:
     (e4m3fn's 448), past the range otherwise (e5m2's 57344)."""
     # back through float32 (exact): Triton 3.6 has no fp8 -> float64 conversion
     y = _to_odd_fp32(x).to(fmt.torch_dtype).to(torch.float32).to(torch.float64)
-    thr = _overflow_threshold(fmt)
+    thr = overflow_threshold(fmt)
     m = fmt.max_finite
     odd_max = (m / 2.0 ** (math.frexp(m)[1] - fmt.precision)) % 2 == 1
     a = x.abs()
@@ -517,9 +517,10 @@ def _directed_fp32(x: torch.Tensor, mode: str) -> torch.Tensor:
     return torch.where(step, moved, t).to(torch.float64)
 
 
-def _overflow_threshold(fmt: Format) -> float:
+def overflow_threshold(fmt: Format) -> float:
     """The magnitude from which RNE overflows: max_finite plus half a top-binade ulp
-    (a tie there rounds to the even neighbour, the power of two past the range)."""
+    (a tie there rounds to the even neighbour, the power of two past the range, where
+    max_finite's significand is odd).  Every |x| below it rounds to at most max_finite."""
     return fmt.max_finite + 2.0 ** (math.frexp(fmt.max_finite)[1] - 1 - fmt.precision)
 
 
@@ -571,7 +572,7 @@ def round_scalar(v: float, fmt) -> float:
     if v == 0 or v != v or v in (math.inf, -math.inf) or fmt.precision >= 53:
         return v
     a = abs(v)
-    if a >= _overflow_threshold(fmt):
+    if a >= overflow_threshold(fmt):
         return math.copysign(math.inf, v)
     e = math.frexp(a)[1] - 1                       # 2**e <= a < 2**(e+1)
     q = max(e, fmt.emin) - (fmt.precision - 1)     # the grid spacing is 2**q

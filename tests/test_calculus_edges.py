@@ -382,3 +382,41 @@ def test_a_settled_cast_equals_the_rule_as_first_written(src_fmt, fmt, compiled_
         assert got.taint is None or torch.equal(got.taint, want.taint)
 
     check()
+
+
+_TOP = [("bf16", torch.bfloat16), ("fp16", torch.float16), ("fp32", torch.float32),
+        ("e4m3fn", torch.float8_e4m3fn), ("e5m2", torch.float8_e5m2)]
+
+
+@pytest.mark.parametrize("name,dtype", _TOP, ids=[n for n, _ in _TOP])
+def test_a_value_just_past_the_largest_finite_rounds_to_it_and_is_judged(name, dtype):
+    # round to nearest takes every |value| below max_finite + half a top ulp to max_finite: the
+    # store of such a value is certainly finite, so its element is judged (it was uncertified)
+    from numoracle import formats as F
+    fmt = F.by_name(name)
+    top = fmt.max_finite
+    half_ulp = F.overflow_threshold(fmt) - top
+
+    @no.reference
+    def shifted(x, d):
+        return (x.to(fp32) + d.to(fp32)).to(fmt)
+
+    # in fp32 the shift itself is the rounding site; in a narrower format fp32 holds max + d exactly
+    inside, past = (half_ulp / 2, 2 * half_ulp)
+    x = torch.tensor([top, top, top, -top], dtype=torch.float64).to(torch.float32)
+    d = torch.tensor([inside, 0.0, past, -inside], dtype=torch.float64).to(torch.float32)
+    assert float(d[0]) > 0 and float(d[2]) > 0
+    stored = torch.tensor([top, top, top, -top], dtype=torch.float64).to(dtype)
+    v = check_modes(shifted, stored, (x, d), modes=("fixed", "statistical"))
+    for mode, verdict in v.items():
+        assert verdict.uncertified[0].tolist() == [False, False, True, False], (mode, name)
+        assert not bool(verdict.rejected[0].any()), (mode, name)
+    one_below = torch.nextafter(stored[:1].to(torch.float32), torch.tensor(0.0)).to(dtype)
+    if float(one_below) != top:
+        wrong = stored.clone()
+        wrong[0] = one_below[0]
+        assert check_modes(shifted, wrong, (x, d), modes=("fixed",))["fixed"].rejected[0].tolist()[0]
+    if fmt.has_inf:
+        wrong = stored.clone()
+        wrong[0] = math.inf
+        assert check_modes(shifted, wrong, (x, d), modes=("fixed",))["fixed"].rejected[0].tolist()[0]

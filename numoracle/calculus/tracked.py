@@ -461,8 +461,12 @@ class Tracked:
         c = self.c
         label = ctx.label(what)
         mag = c.abs() + R
-        ok = mag <= fmt.max_finite
-        ctx.record(label, "range", str(fmt), f"|value| <= {fmt.max_finite:.6g}", ok, mag)
+        # round to nearest takes every |value| below the threshold to at most max_finite (a
+        # correct store of such a value is finite), and the relative bound u|value| holds there
+        thr = F.overflow_threshold(fmt)
+        ok = mag < thr
+        ctx.record(label, "range", str(fmt), f"|value| < {thr:.6g} (rounds to at most {fmt.max_finite:.6g})",
+                   ok, mag)
         taint = self.taint if ctx.all(ok) else _or(self.taint, ~ok)
         u = fmt.u
         zero_r = R == 0
@@ -498,7 +502,8 @@ class Tracked:
         if not settle:
             return out
         assert tiny_below is None, "a settled rounding's underflow test is at fmt's smallest normal"
-        return out._settle(self, ~tiny, rlo)
+        # settling rounds the enclosure's ends within the range only (round_within_range)
+        return out._settle(self, ~tiny & (mag <= fmt.max_finite), rlo)
 
     def to(self, fmt) -> "Tracked":
         fmt = _fmt_arg(fmt)
@@ -515,16 +520,16 @@ class Tracked:
         explicit casts settle (a rounded product may be contracted into an
         FMA and skip its rounding); the enclosure is the fixed-input one, so
         this holds in both modes.  ``self`` is ``src._round(...)``, and ``normal``
-        its underflow test's complement, |c| - R >= fmt's smallest normal; ``rlo`` the
+        where |c| - R >= fmt's smallest normal and |c| + R <= max_finite; ``rlo`` the
         rounding of c - R where the rounding took it already."""
         if not self.ctx.settle:
             return self
         fmt = self.fmt
         R = src.radius()
         lo, hi = src.c - R, src.c + R
-        # both ends in fmt's normal range, from the rounding's own tests.  The top: its range
-        # site put every element where |c| + R > max_finite, or is NaN, in self.taint; elsewhere
-        # R is finite and max(|lo|, |hi|) is that same rounded sum (R >= 0).  The bottom: where
+        # both ends in fmt's normal range, from the rounding's own tests.  The top: ``normal``
+        # leaves out every element where |c| + R > max_finite, and its range site put the NaNs in
+        # self.taint; elsewhere R is finite and max(|lo|, |hi|) is that same rounded sum (R >= 0).  The bottom: where
         # R <= |c|, min(|lo|, |hi|) is the same rounded |c| - R; where R > |c| the ends have
         # opposite signs and never round to one value, so leaving them out decides no less
         ok = normal if self.taint is None else normal & ~self.taint
