@@ -639,7 +639,7 @@ def _general_rne(x, fmt):
     q = F._grid_exp(xf.abs(), fmt)
     y = F._ROUNDERS["rne"](xf * F._exp2i(-q)) * F._exp2i(q)
     y = torch.where(finite, y, x)
-    over = finite & (x.abs() >= F._overflow_threshold(fmt))
+    over = finite & (x.abs() >= F.overflow_threshold(fmt))
     return torch.where(over, torch.copysign(torch.full_like(x, math.inf), x), y)
 
 
@@ -650,7 +650,7 @@ def _double_rounding_hazards(fmt):
     ints = torch.arange(0, 1 << fmt.bits, dtype=torch.int32)
     v = ints.to(torch.int16 if fmt.bits == 16 else torch.uint8).view(fmt.torch_dtype).double()
     v = torch.sort(v[torch.isfinite(v)].unique()).values
-    base = torch.cat([v, (v[1:] + v[:-1]) / 2, torch.tensor([F._overflow_threshold(fmt), fmt.max_finite * 1.5,
+    base = torch.cat([v, (v[1:] + v[:-1]) / 2, torch.tensor([F.overflow_threshold(fmt), fmt.max_finite * 1.5,
                                                              1e300, 3.5e38, 1e-300, 2.0 ** -149])])
     inf64 = torch.full_like(base, math.inf)
     b32 = base.float()
@@ -714,7 +714,7 @@ def _hazards_of_every_value(fmt):
             100_000, generator=g, dtype=torch.float64) * torch.exp2(torch.randint(-150, 128, (100_000,),
                                                                                 generator=g).double()), fmt)])
     v = torch.sort(v[torch.isfinite(v)].abs().unique()).values
-    base = torch.cat([v, (v[1:] + v[:-1]) / 2, torch.tensor([F._overflow_threshold(fmt), fmt.max_finite * 1.5,
+    base = torch.cat([v, (v[1:] + v[:-1]) / 2, torch.tensor([F.overflow_threshold(fmt), fmt.max_finite * 1.5,
                                                              2.0 ** 100, 2.0 ** 128, 2.0 ** 950, 2.0 ** 1000, 1e300, 1e-320, 1e-300, 2.0 ** -149])])
     inf64 = torch.full_like(base, math.inf)
     b32 = base.float()
