@@ -448,3 +448,29 @@ def test_a_saturation_the_kernel_gets_from_infinity_is_certified_through_where()
     off = x.clone()
     off[0, 1] = torch.nextafter(x[0, 1], torch.tensor(float("inf"), dtype=x.dtype))
     assert statuses(by_where, (x,), off) == {"statistical": "reject", "fixed": "reject"}
+
+
+def test_a_clamp_after_a_quotient_that_overflows_is_certified_through_where():
+    # a static fp8 quantizer: x / scale overflows fp32 for bf16's largest x, and the kernel's
+    # clamp of +inf is 448 exactly
+    from numoracle.formats import e4m3fn
+
+    @no.reference
+    def literal(x, scale):
+        return no.clamp(x.to(fp32) / scale, -448.0, 448.0).to(e4m3fn)
+
+    @no.reference
+    def by_where(x, scale):
+        xf = x.to(fp32)
+        q = no.where(xf > 448.0 * scale, 448.0, no.where(xf < -448.0 * scale, -448.0, xf / scale))
+        return no.clamp(q, -448.0, 448.0).to(e4m3fn)
+
+    x = torch.tensor([[3.3895313892515355e38, -3.3895313892515355e38, 1.0]], dtype=torch.bfloat16)
+    scale = torch.tensor([0.0072], dtype=torch.float32)
+    stored = torch.tensor([[448.0, -448.0, 1.0 / 0.0072]]).to(torch.float8_e4m3fn)
+    lit = no.check(literal, stored, (x, scale))
+    assert lit.uncertified[0].tolist() == [[True, True, False]]
+    assert statuses(by_where, (x, scale), stored) == {"statistical": "accept", "fixed": "accept"}
+    wrong = stored.clone()
+    wrong[0, 0] = torch.tensor(416.0).to(torch.float8_e4m3fn)
+    assert statuses(by_where, (x, scale), wrong) == {"statistical": "reject", "fixed": "reject"}
