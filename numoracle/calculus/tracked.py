@@ -528,10 +528,11 @@ class Tracked:
         R = src.radius()
         lo, hi = src.c - R, src.c + R
         # both ends in fmt's normal range, from the rounding's own tests.  The top: ``normal``
-        # leaves out every element where |c| + R > max_finite, and its range site put the NaNs in
-        # self.taint; elsewhere R is finite and max(|lo|, |hi|) is that same rounded sum (R >= 0).  The bottom: where
-        # R <= |c|, min(|lo|, |hi|) is the same rounded |c| - R; where R > |c| the ends have
-        # opposite signs and never round to one value, so leaving them out decides no less
+        # leaves out every element where |c| + R > max_finite, and the range site put the NaNs
+        # in self.taint; elsewhere R is finite and max(|lo|, |hi|) is that same rounded sum
+        # (R >= 0).  The bottom: where R <= |c|, min(|lo|, |hi|) is the same rounded |c| - R;
+        # where R > |c| the ends have opposite signs and never round to one value, so leaving
+        # them out decides no less
         ok = normal if self.taint is None else normal & ~self.taint
         if not self.ctx.any(ok):
             return self
