@@ -124,3 +124,42 @@ def test_outputs_that_cannot_cross_are_the_call_error_and_the_child_goes_on(work
     ran = worker.call(("import", "torch:Tensor.to_sparse"), [x], {}, {})     # no strided bytes to copy
     assert ran.status == "error" and "cannot be sent to the parent" in ran.error
     assert worker.call(("import", "torch:clone"), [x], {}, {}).ok and worker.starts == 1
+
+
+def test_a_prestarted_zygote_imports_while_the_caller_goes_on_and_serves_the_first_call(worker):
+    worker.prestart()
+    zygote = worker._zygote
+    # prestart sent the hello and returned: the answer (the zygote's imports done) is not read yet
+    assert zygote is not None and zygote.alive() and zygote._unanswered
+    worker.prestart()                                   # twice: the same zygote
+    assert worker._zygote is zygote
+    ran = worker.call(("import", "torch:clone"), [torch.ones(3)], {}, {})
+    assert ran.ok and ran.outputs.tolist() == [1.0, 1.0, 1.0]
+    assert worker._zygote is zygote and not zygote._unanswered and worker.starts == 1
+
+
+def test_a_fuzz_run_of_a_named_kernel_starts_its_worker_before_selecting_the_backend(monkeypatch):
+    from numoracle.runner import engine
+    monkeypatch.chdir(W.__file__.rsplit("/numoracle/", 1)[0])
+    W.close_all()
+    seen = {}
+    select = backends.select
+
+    def selecting(*a, **k):
+        w = W._SHARED.get("interpreter")
+        seen.setdefault("zygote", w is not None and w._zygote is not None and w._zygote.alive())
+        return select(*a, **k)
+
+    monkeypatch.setattr(engine.backends, "select", selecting)
+    try:
+        res = engine.fuzz("rms_norm", "correct", backend="interpreter", max_examples=1, isolate=True, shrink=False,
+                          database=None, seed=1, strategy=None)
+        assert res.totals.cases == 1 and seen["zygote"]
+        # in-process, nothing is started
+        W.close_all()
+        seen.clear()
+        engine.fuzz("rms_norm", "correct", backend="interpreter", max_examples=1, isolate=False, shrink=False,
+                    database=None, seed=1)
+        assert seen["zygote"] is False and "interpreter" not in W._SHARED
+    finally:
+        W.close_all()

@@ -24,6 +24,7 @@ front of targets cost as much as the rest of Hypothesis's time).
 
 from __future__ import annotations
 
+import contextlib
 import random
 import signal
 import sys
@@ -234,7 +235,14 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
     ``result.hypothesis_report``, not printed."""
     from .. import operators
     from ..config import settings as _settings
+    from . import worker
     from .worker import recipe_of
+    if isinstance(kernel, str) and (_settings.default.isolate if isolate is None else isolate):
+        # a kernel named by a string runs in the worker: its zygote imports while this process
+        # selects the backend and builds the run (the interpreter's probes alone take a second);
+        # a zygote that cannot start is started again, and its failure reported, by the first call
+        with contextlib.suppress(RuntimeError, OSError):
+            worker.shared(backends.resolve(backend)).prestart()
     backend = backends.select(backend)
     device = backend.device
     op = operators.resolve(op)

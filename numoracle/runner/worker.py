@@ -325,14 +325,34 @@ class _Zygote:
         finally:
             theirs.close()
         self.sock = ours
-        self._request(("hello", {"backend": backend.name, "profile": backend.math_profile, "settings": values,
-                                 "cwd": os.getcwd()}), _STARTUP_SECONDS)
+        # the hello is answered once the zygote has imported everything: ``ready`` waits for it,
+        # so that whoever started the zygote does its own set-up meanwhile
+        self._unanswered = True
+        self._send(("hello", {"backend": backend.name, "profile": backend.math_profile, "settings": values,
+                              "cwd": os.getcwd()}))
 
-    def _request(self, msg, timeout: float | None = 30.0, fds=()):
+    def ready(self) -> None:
+        """Wait for the zygote's answer to its hello (its imports done)."""
+        if self._unanswered:
+            self._unanswered = False
+            self._reply(_STARTUP_SECONDS)
+
+    def _send(self, msg, fds=()) -> None:
         import socket
         data = pickle.dumps(msg)
         try:
             socket.send_fds(self.sock, [len(data).to_bytes(8, "little") + data], list(fds))
+        except OSError as exc:
+            raise RuntimeError(f"the kernel worker's zygote process did not answer ({type(exc).__name__}); "
+                               f"it {'is running' if self.proc.poll() is None else 'ended'}") from None
+
+    def _request(self, msg, timeout: float | None = 30.0, fds=()):
+        self.ready()
+        self._send(msg, fds)
+        return self._reply(timeout)
+
+    def _reply(self, timeout: float | None):
+        try:
             reply = _receive(self.sock.fileno(), None if timeout is None else time.monotonic() + timeout)
         except (TimeoutError, OSError) as exc:
             raise RuntimeError(f"the kernel worker's zygote process did not answer ({type(exc).__name__}); "
@@ -479,14 +499,19 @@ class Worker:
         values["isolate"] = False                 # the child runs its kernels itself
         return values
 
-    def start(self) -> None:
-        if self._child is not None:
-            self._child.close(kill=True)
-            self._child = None
+    def prestart(self) -> None:
+        """Start the zygote now without waiting for its imports, which then overlap the caller's
+        own set-up (a run's backend, operator and strategy); the first call waits for the rest."""
         if self._zygote is None or not self._zygote.alive():
             if self._zygote is not None:
                 self._zygote.close()
             self._zygote = _Zygote(self.backend, self._values())
+
+    def start(self) -> None:
+        if self._child is not None:
+            self._child.close(kill=True)
+            self._child = None
+        self.prestart()
         child = _Child(self._zygote, self._recipes[-8:])
         self.starts += 1
         try:
