@@ -304,8 +304,9 @@ def test_a_verdict_on_the_bare_interpreters_outputs_says_where_they_came_from():
     x = random_f32(256, seed=3)
     with bare():
         y = launch_cast(x, torch.bfloat16)
-        with pytest.warns(BareInterpreterWarning, match="select\\('interpreter'\\)"):
+        with pytest.warns(BareInterpreterWarning, match="select\\('interpreter'\\)") as caught:
             v = no.check(store, y, (x,))
+        assert caught[0].filename == __file__        # the user's line, not numoracle's
     assert v.status == "reject"
     assert v.assumptions.caution and v.to_dict()["assumptions"]["caution"] == v.assumptions.caution
     text = v.explain()

@@ -58,7 +58,7 @@ class Backend:
         from ..assumptions import for_backend
         found = for_backend(self.name, self.math_profile)
         if self.name == "interpreter" and bare_interpreter():
-            warnings.warn(f"numoracle: {BARE_INTERPRETER}", BareInterpreterWarning, stacklevel=2)
+            warnings.warn(f"numoracle: {BARE_INTERPRETER}", BareInterpreterWarning, stacklevel=_caller_level())
             found = dataclasses.replace(found, caution=BARE_INTERPRETER)
         return found
 
@@ -119,6 +119,18 @@ BARE_INTERPRETER = (
     "on bit patterns, fp8 casts round ties away (docs/design.md section 7). A reject of such outputs may be "
     "the interpreter's, not the kernel's. Call numoracle.backends.select('interpreter') before importing "
     "the module that defines the kernel, then run it again.")
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside numoracle (a warning names the user's
+    line, and is shown once per line of theirs)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 class BareInterpreterWarning(UserWarning):
