@@ -637,3 +637,14 @@ def test_a_count_kept_in_a_float_is_no_accumulation_but_data_summed_in_a_loop_is
     assert r.ok, r.explain()
     (d,) = check_plan(welford_norm_ref, PK.welford_norm_data_count, [x], {}).disagreements
     assert d.kind == "reduction" and "3 reduction(s) in fp32 in the kernel and 2" in d.message, d.message
+
+
+def test_an_fp32_division_reads_as_the_approximate_division_it_compiles_to():
+    """Triton's fp32 `/` is div.full (not correctly rounded): the plan's line says so, as it
+    does for sqrt.approx, so that a reader does not take it for an IEEE division."""
+    x = (torch.randn(4, 96) * 4).to(torch.bfloat16)
+    kp = extract_plan(PK.welford_norm, [x], {})
+    divs = [s for s in kp.sites() if s.kind == "arith" and s.detail.get("name") == "div" and s.rounds]
+    assert divs
+    assert all(s.text().startswith("div in fp32: div.full.f32: approximate, not correctly rounded")
+               for s in divs), [s.text() for s in divs]

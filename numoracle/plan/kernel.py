@@ -43,7 +43,7 @@ IMPLEMENTATION = {
     "math.rsqrt": "rsqrt.approx.ftz.f32: approximate (about 1.5 ulp)",
     "math.sqrt": "sqrt.approx.ftz.f32: approximate, not correctly rounded",
     "tt.precise_sqrt": "sqrt.rn.f32: correctly rounded",
-    "arith.divf": "div.full.f32: approximate (about 1 ulp)",
+    "arith.divf": "div.full.f32: approximate, not correctly rounded (NVIDIA documents 2 ulp)",
     "tt.precise_divf": "div.rn.f32: correctly rounded",
     "math.erf": "libdevice erf",
     "math.sin": "sin (libdevice / approx)",
@@ -169,7 +169,9 @@ class Site:
             return f"cast {self.src_fmt} -> {self.fmt} ({how}{rnd})"
         if k == "arith":
             how = "" if self.rounds else " (exact)"
-            return f"{d.get('name', self.op)} in {self.fmt}{how}" + (f" ({d['why']})" if d.get("why") else "")
+            impl = f": {self.implementation}" if self.implementation else ""
+            return (f"{d.get('name', self.op)} in {self.fmt}{how}{impl}"
+                    + (f" ({d['why']})" if d.get("why") else ""))
         if k == "math":
             r = " then rounded to " + self.fmt if self.rounds else ""
             return f"{self.function} in {d.get('computed', self.fmt)}: {self.implementation}{r}"
