@@ -420,3 +420,30 @@ def test_a_value_just_past_the_largest_finite_rounds_to_it_and_is_judged(name, d
         wrong = stored.clone()
         wrong[0] = math.inf
         assert check_modes(shifted, wrong, (x, d), modes=("fixed",))["fixed"].rejected[0].tolist()[0]
+
+
+@no.reference
+def l2_normalize(x, *, eps=1e-12):
+    xf = x.to(fp32)
+    n = no.sqrt(no.sum(xf * xf, axis=-1, keepdims=True))
+    return (xf / no.maximum(n, eps)).to(x.format), n
+
+
+@pytest.mark.parametrize("profile", ["interpreter", "h200"])
+def test_an_all_zero_row_stays_exactly_zero_through_its_squares_sum_and_sqrt(profile):
+    """A padded row of an L2 normalisation: x*x of an exact 0 carries no underflow term, so the
+    row's sum is exactly 0, and sqrt's exact point 0 -> 0 drops its terms (sqrt's infinite
+    slope there is dropped, not multiplied by 0 into a NaN radius).  Both were uncertified."""
+    x = torch.zeros(3, 8, dtype=torch.bfloat16)
+    x[1, 0], x[2, 2] = 1.0, -3.0
+    n = torch.sqrt((x.float() ** 2).sum(-1, keepdim=True))
+    y = (x.float() / n.clamp_min(1e-12)).to(torch.bfloat16)
+    for mode, v in check_modes(l2_normalize, (y, n), (x,), profile=profile).items():
+        assert v.status == "accept", (mode, v.explain())
+        norm = v.outputs[1]
+        assert float(norm.lo[0, 0]) == 0.0 and float(norm.hi[0, 0]) == 0.0, mode
+    # the zero row's norm off by the smallest subnormal is caught
+    bad = n.clone()
+    bad[0, 0] = 2.0 ** -149
+    for mode, v in check_modes(l2_normalize, (y, bad), (x,), profile=profile).items():
+        assert v.outputs[1].rejected.tolist() == [[True], [False], [False]], (mode, v.explain())

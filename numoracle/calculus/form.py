@@ -132,12 +132,14 @@ def add_private(f: Form, entry: Entry, condensed: bool) -> Form:
 
 def masked(f: Form, keep: Tensor) -> Form:
     """The form with every term zeroed where ``keep`` is false (elements whose
-    value became exactly known)."""
-    k = keep.to(torch.float64)
+    value became exactly known).  A select, not a product: a term that is infinite or NaN
+    there (sqrt's slope at an exact 0) is dropped too."""
+    def z(v):
+        return torch.where(keep, v, 0.0)
     return Form(
-        {key: Term(t.coef * k, t.s) for key, t in f.shared.items()},
-        [Entry(e.abs * k, e.var * k, e.prov, e.label) for e in f.private],
-        {key: v * k for key, v in f.det.items()},
+        {key: Term(z(t.coef), t.s) for key, t in f.shared.items()},
+        [Entry(z(e.abs), z(e.var), e.prov, e.label) for e in f.private],
+        {key: z(v) for key, v in f.det.items()},
     )
 
 

@@ -918,7 +918,9 @@ def _range_only(t: Tracked, fmt, what) -> Tracked:
 
 def _underflow_only(t: Tracked, fmt, what, tiny_below: float | None = None) -> Tracked:
     R = t.radius()
-    tiny = (t.c.abs() - R) < (fmt.min_normal if tiny_below is None else tiny_below)
+    # an exact zero (a product of values known exactly, one of them 0: a padded or masked
+    # row) has nothing to lose, in a rounding or in an FMA it is contracted into
+    tiny = ((t.c.abs() - R) < (fmt.min_normal if tiny_below is None else tiny_below)) & ((t.c != 0) | (R != 0))
     ok = (t.c.abs() + R) <= fmt.max_finite
     label = t.ctx.label(what)
     t.ctx.record(label, "range", str(fmt), f"|value| <= {fmt.max_finite:.6g}", ok, t.c.abs() + R)
