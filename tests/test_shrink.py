@@ -21,7 +21,7 @@ USER = "tests.fixtures.user_kernels:"
 def test_minimize_reduces_rows_columns_values_and_never_drifts():
     x = torch.linspace(-3, 3, 6 * 40, dtype=torch.float32).reshape(6, 40)
     x[3, 17] = 1000.0          # the failure being shrunk: an element >= 500
-    x[1, 2] = -1000.0          # another failure (<= -500): must never be what is left
+    x[1, 2] = -1000.0          # another failure (<= -500, in another output): never what is left
     w = torch.full((40,), 0.3, dtype=torch.float32)
     calls = []
 
@@ -32,7 +32,7 @@ def test_minimize_reduces_rows_columns_values_and_never_drifts():
         if big:
             return Outcome("reject", failure_class=("y", "outside", "big"), inputs=inputs)
         if small:
-            return Outcome("reject", failure_class=("y", "outside", "small"), inputs=inputs)
+            return Outcome("reject", failure_class=("rstd", "outside", "small"), inputs=inputs)
         return Outcome("accept", inputs=inputs)
 
     start = evaluate((x, w))
@@ -44,6 +44,47 @@ def test_minimize_reduces_rows_columns_values_and_never_drifts():
     assert float(a[0, 0]) == 1024.0            # the nearest power of two still fails
     assert float(ww[0]) == 0.0                 # the whole weight tensor went to 0 (it plays no part)
     assert used == len(calls) - 1
+
+
+def test_a_reject_shrinks_on_while_the_dominant_site_of_its_width_moves_with_the_shape():
+    """The site with the largest share of the worst element's width is a description of the
+    region, not of the fault: a row sum's share falls as the row shortens.  The shrinker keeps a
+    reject's output and kind only; a different kind is still never what is left."""
+    x = torch.linspace(-3, 3, 4 * 40, dtype=torch.float32).reshape(4, 40)
+    x[2, 30] = 1000.0
+
+    def evaluate(inputs):
+        a = inputs[0]
+        if bool((a.isnan()).any()):
+            return Outcome("reject", failure_class=("y", "non-finite", "sum over n"), inputs=inputs)
+        if bool((a >= 500).any()):
+            site = "sum over n" if a.shape[-1] > 8 else "exp"
+            return Outcome("reject", failure_class=("y", "outside", site), inputs=inputs)
+        return Outcome("accept", inputs=inputs)
+
+    best, _ = minimize(evaluate, evaluate((x,)), roles=[["rows", "cols"]], seconds=30, evaluations=2000)
+    assert best.inputs[0].shape == (1, 1) and best.failure_class == ("y", "outside", "exp")
+
+
+def test_a_users_padding_fault_shrinks_to_one_short_row(monkeypatch):
+    """A log-softmax that pads masked lanes with 0: found on two rows of 205 columns, where the
+    row sum's share of the width is the largest, it shrinks to one row of a few columns, where
+    the log's is (held to the first site it stopped at 2 x 187 after 400 kernel runs, its
+    budget: docs/results/2026-12-06-shrink-failure-key.md)."""
+    from numoracle import backends
+    from numoracle.runner.execute import judge
+    from numoracle.runner.shrink import minimize as shrink
+    backends.select("interpreter")
+    monkeypatch.chdir(ROOT)
+    from numoracle.strategies import Case
+    from tests.fixtures import user_log_softmax as U
+    (x,), _ = Case(U.op.name, fmt="bf16", rows=2, cols=205, group="calibration", seed=3).materialize(op=U.op)
+    found = judge(U.op, U.log_softmax_pad_zero, (x,), {})
+    assert found.status == "reject" and found.failure_class[2].startswith("fp32 sum over n"), found.failure_class
+    best, used = shrink(lambda inputs: judge(U.op, U.log_softmax_pad_zero, inputs, {}), found,
+                        roles=input_roles(U.op, "bf16"), seconds=60, evaluations=400)
+    assert best.status == "reject" and best.failure_class[:2] == ("y", "outside")
+    assert best.inputs[0].shape[0] == 1 and best.inputs[0].shape[1] <= 4, (best.inputs[0].shape, used)
 
 
 def test_input_roles_from_the_operator_example():

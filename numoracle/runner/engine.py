@@ -39,7 +39,7 @@ from ..strategies.cases import cases as cases_strategy
 from .findings import Findings
 from .execute import UserInterrupt, check_interrupt, interrupt_reported, judge, pending_interrupt, run_case
 from .kernels import resolve
-from .outcomes import MemoryWatch, RunResult
+from .outcomes import MemoryWatch, RunResult, failure_key, same_failure
 from .shrink import input_roles, minimize
 
 
@@ -330,7 +330,7 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
             if out.excess_ulps is not None:
                 target(out.excess_ulps, label="excess in ulps")
             if out.is_finding and stop_on_first:
-                state["found"] = (out.status, out.failure_class)
+                state["found"] = failure_key(out)
                 state["best"] = out
                 state["phase"] = "shrink"
                 state["shrink_deadline"] = time.time() + shrink_seconds
@@ -352,7 +352,7 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
         result.shrink_evaluations += 1
         if progress:
             progress.update(result, note="shrinking")
-        if (out.status, out.failure_class) == state["found"]:
+        if failure_key(out) == state["found"]:
             if state["best"] is None or _size(out) <= _size(state["best"]):
                 state["best"] = out
             _found(out)
@@ -471,7 +471,7 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
                 sofar["n"] += 1
                 out = judge(op, kfn, inputs, found.params, cfg, case=found.case, **kw)
                 # the shrinker keeps every case that fails the same way: the best so far
-                if (out.status, out.failure_class) == (found.status, found.failure_class):
+                if same_failure(out, found):
                     sofar["best"] = out
                 return out
             try:

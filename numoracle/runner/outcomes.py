@@ -192,6 +192,23 @@ def failure_class(verdict) -> tuple | None:
     return (o.name, kind, site)
 
 
+def failure_key(outcome) -> tuple:
+    """What a shrunk case keeps of the finding it shrinks (``same_failure``): its status and
+    failure class, but of a reject's class only the output and the kind.  The class's third
+    part, the site with the largest share of the worst element's width, describes the region
+    there and moves with the shape (a log-softmax's exp and its row sum trade places as the
+    row shortens), so a shrinker held to it stalled: docs/results/2026-12-06-shrink-failure-key.md."""
+    fc = outcome.failure_class
+    if fc is not None and outcome.status == "reject":
+        fc = tuple(fc[:2])
+    return (outcome.status, None if fc is None else tuple(fc))
+
+
+def same_failure(a, b) -> bool:
+    """Whether outcome ``a`` fails the way ``b`` does, for shrinking (``failure_key``)."""
+    return failure_key(a) == failure_key(b)
+
+
 @dataclass
 class GroupStats:
     cases: int = 0

@@ -31,6 +31,7 @@ import time
 import torch
 
 from .. import formats as F
+from .outcomes import same_failure
 
 
 _FP4X2 = getattr(torch, "float4_e2m1fn_x2", None)
@@ -164,8 +165,7 @@ class _Budget:
 class _Shrinker:
     def __init__(self, evaluate, outcome, roles, budget):
         self.evaluate, self.best, self.roles, self.budget = evaluate, outcome, roles, budget
-        self.target = outcome.failure_class
-        self.status = outcome.status
+        self.target = outcome
 
     def attempt(self, inputs) -> bool:
         if self.budget.spent:
@@ -176,7 +176,7 @@ class _Shrinker:
             out = self.evaluate(inputs)
         except Exception:
             return False
-        if out.status == self.status and out.failure_class == self.target:
+        if same_failure(out, self.target):
             self.best = out
             return True
         return False
