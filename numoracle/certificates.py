@@ -75,7 +75,8 @@ class Certificate:
     def reason_kinds(self) -> list:
         """The causes in a word each, for counting: 'range: <site>', 'domain: <site>',
         'non-finite input'."""
-        kinds = [f"{s.kind}: {site_kind(s.label)}" for s in self.failing]
+        # two sites of one kind on one line (x * x * w) are one cause: a case counts once
+        kinds = list(dict.fromkeys(f"{s.kind}: {site_kind(s.label)}" for s in self.failing))
         if self.inputs != "finite":
             kinds.append("non-finite input")
         return kinds

@@ -55,3 +55,44 @@ def test_a_runs_summary_carries_each_reasons_first_example_per_group():
     for r in reasons:
         assert examples[r]["element"] == "y[1, 0]" and "x[1] in [-1, 3e+19]" in examples[r]["inputs"]
     assert out.summary()["uncertified_example"]["element"] == "y[1, 0]"
+
+
+@no.reference
+def square_sum(x):
+    xf = x.to(fp32)
+    sq = xf * xf
+    return no.sum(sq, axis=-1, keepdims=True)
+
+
+def test_two_failing_sites_of_one_kind_on_one_line_are_one_reason():
+    v, x, w = _uncertified_verdict()
+    assert len([s for s in v.certificate.failing if s.kind == "range"]) == 2     # x * x and * w
+    assert v.certificate.reason_kinds() == ["range: fp32 mul [scaled_square:17]"]
+
+
+def test_sites_that_fail_in_the_same_cases_are_one_cause_named_by_the_first():
+    """An overflow at one site overflows the sites after it too: the summary counts the sets of
+    sites that fail together, in the reference's order, and prints one line for each."""
+    from numoracle.cli.run import print_result
+    x = torch.tensor([[1.0, -2.0, 0.5], [3e19, 4.0, -1.0]], dtype=torch.float32)
+    v = no.check(square_sum, (x * x).sum(-1, keepdim=True), (x,))
+    reasons = tuple(v.certificate.reason_kinds())
+    assert len(reasons) == 2 and reasons[0].startswith("range: fp32 mul") and "sum" in reasons[1], reasons
+    res = RunResult(op="scaled_square", kernel="k", backend="interpreter", mode="statistical")
+    ex = uncertified_example(v)
+    for _ in range(3):
+        res.record(Outcome("uncertified", None, v, uncertified_reasons=reasons, uncertified_example=ex), "outliers")
+    res.record(Outcome("uncertified", None, v, uncertified_reasons=reasons[1:], uncertified_example=ex), "outliers")
+    d = res.to_dict()
+    assert d["uncertified_causes"]["outliers"] == [{"sites": list(reasons), "cases": 3},
+                                                    {"sites": list(reasons[1:]), "cases": 1}]
+    assert d["uncertified_reasons"]["outliers"][reasons[1]] == 4
+    import contextlib
+    import io
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        print_result(res)
+    lines = [ln for ln in buf.getvalue().splitlines() if ln.startswith("  uncertified in")]
+    assert lines[0] == (f"  uncertified in outliers: {reasons[0]} (3 cases; e.g. {ex['element']}: {'; '.join(ex['inputs'])})"
+                        f"; the same cases also fail at {', '.join(reasons[1:])}"), lines
+    assert lines[1].startswith(f"  uncertified in outliers: {reasons[1]} (1 case;") and len(lines) == 2, lines

@@ -130,11 +130,13 @@ def print_result(res, seed_drawn: bool = False) -> None:
         d = s.to_dict()
         print(f"  {g:16s}" + "".join(f"{d[c]:>17d}" if c == "statistical_only" else f"{d[c]:>12d}"
                                       for c in STATUS_COLUMNS))
-    for g, why in sorted(res.uncertified_reasons.items()):
-        for reason, n in sorted(why.items(), key=lambda kv: -kv[1])[:3]:
-            ex = res.uncertified_examples.get(g, {}).get(reason)
+    for g in sorted(res.uncertified_causes):
+        # one line per set of sites that fail together, named by its first (in program order)
+        for (first, *later), n in res.causes(g)[:3]:
+            ex = res.uncertified_examples.get(g, {}).get(first)
             at = f"; e.g. {ex['element']}: {'; '.join(ex['inputs'])}" if ex and ex.get("inputs") else ""
-            print(f"  uncertified in {g}: {reason} ({n} case{'s' if n > 1 else ''}{at})")
+            also = f"; the same cases also fail at {', '.join(later)}" if later else ""
+            print(f"  uncertified in {g}: {first} ({n} case{'s' if n > 1 else ''}{at}){also}")
     for o in res.errors[:5]:
         print(f"  {o.status}: {o.case!r}: {o.error or 'NaN/inf where the reference is finite'}")
     for o in res.statistical_only[:3]:

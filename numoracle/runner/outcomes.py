@@ -254,6 +254,9 @@ class RunResult:
     uncertified_reasons: dict = field(default_factory=dict)
     # group -> {reason -> the first uncertified case's element and input ranges}
     uncertified_examples: dict = field(default_factory=dict)
+    # group -> {a case's reasons together, in program order -> cases}: which sites fail in the
+    # same cases (a domain failure and the range checks after it are one cause)
+    uncertified_causes: dict = field(default_factory=dict)
     save_error: str | None = None                       # why the finding could not be saved
     isolation: str = "in-process"                       # where kernels ran: "worker" | "in-process (why)"
     memory: dict = field(default_factory=dict)          # MemoryWatch.summary()
@@ -268,10 +271,18 @@ class RunResult:
         if out.status == "uncertified":
             why = self.uncertified_reasons.setdefault(group, {})
             ex = self.uncertified_examples.setdefault(group, {})
-            for r in out.uncertified_reasons or ("no finite bound",):
+            reasons = tuple(out.uncertified_reasons or ("no finite bound",))
+            causes = self.uncertified_causes.setdefault(group, {})
+            causes[reasons] = causes.get(reasons, 0) + 1
+            for r in reasons:
                 why[r] = why.get(r, 0) + 1
                 if out.uncertified_example and r not in ex:
                     ex[r] = {**out.uncertified_example, **({"case": out.case.to_dict()} if out.case is not None else {})}
+
+    def causes(self, group: str) -> list:
+        """(the sites an uncertified case of ``group`` fails at, in program order; cases), the
+        most frequent first."""
+        return sorted(self.uncertified_causes.get(group, {}).items(), key=lambda kv: (-kv[1], kv[0]))
 
     @property
     def totals(self) -> GroupStats:
@@ -317,6 +328,8 @@ class RunResult:
             "uncertified_reasons": {g: dict(sorted(r.items(), key=lambda kv: -kv[1]))
                                     for g, r in sorted(self.uncertified_reasons.items())},
             "uncertified_examples": {g: dict(sorted(e.items())) for g, e in sorted(self.uncertified_examples.items())},
+            "uncertified_causes": {g: [{"sites": list(k), "cases": n} for k, n in self.causes(g)]
+                                   for g in sorted(self.uncertified_causes)},
             "statistical_only": [o.summary() for o in self.statistical_only],
             "errors": [o.summary() for o in self.errors],
             "other_rejects": [o.summary() for o in self.other_rejects],
