@@ -94,5 +94,15 @@ def test_sites_that_fail_in_the_same_cases_are_one_cause_named_by_the_first():
         print_result(res)
     lines = [ln for ln in buf.getvalue().splitlines() if ln.startswith("  uncertified in")]
     assert lines[0] == (f"  uncertified in outliers: {reasons[0]} (3 cases; e.g. {ex['element']}: {'; '.join(ex['inputs'])})"
-                        f"; the same cases also fail at {', '.join(reasons[1:])}"), lines
+                        f"; later sites failing in them: {', '.join(reasons[1:])}"), lines
     assert lines[1].startswith(f"  uncertified in outliers: {reasons[1]} (1 case;") and len(lines) == 2, lines
+    # cases with one first site and different later ones are one line, with every later site
+    other = (reasons[0], "range: fp32 add [square_sum:99]")
+    res.record(Outcome("uncertified", None, v, uncertified_reasons=other, uncertified_example=ex), "outliers")
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        print_result(res)
+    lines = [ln for ln in buf.getvalue().splitlines() if ln.startswith("  uncertified in")]
+    assert lines[0].startswith(f"  uncertified in outliers: {reasons[0]} (4 cases;") and lines[0].endswith(
+        f"; later sites failing in them: {reasons[1]}, range: fp32 add [square_sum:99]"), lines
+    assert len(lines) == 2, lines

@@ -131,11 +131,17 @@ def print_result(res, seed_drawn: bool = False) -> None:
         print(f"  {g:16s}" + "".join(f"{d[c]:>17d}" if c == "statistical_only" else f"{d[c]:>12d}"
                                       for c in STATUS_COLUMNS))
     for g in sorted(res.uncertified_causes):
-        # one line per set of sites that fail together, named by its first (in program order)
-        for (first, *later), n in res.causes(g)[:3]:
+        # one line per first failing site (in program order), with the later sites that fail in
+        # those cases (an overflow usually overflows what comes after it)
+        firsts: dict = {}
+        for (first, *later), n in res.causes(g):
+            count, after = firsts.setdefault(first, [0, {}])
+            firsts[first][0] = count + n
+            after.update(dict.fromkeys(later))
+        for first, (n, after) in sorted(firsts.items(), key=lambda kv: (-kv[1][0], kv[0]))[:3]:
             ex = res.uncertified_examples.get(g, {}).get(first)
             at = f"; e.g. {ex['element']}: {'; '.join(ex['inputs'])}" if ex and ex.get("inputs") else ""
-            also = f"; the same cases also fail at {', '.join(later)}" if later else ""
+            also = f"; later sites failing in them: {', '.join(after)}" if after else ""
             print(f"  uncertified in {g}: {first} ({n} case{'s' if n > 1 else ''}{at}){also}")
     for o in res.errors[:5]:
         print(f"  {o.status}: {o.case!r}: {o.error or 'NaN/inf where the reference is finite'}")
