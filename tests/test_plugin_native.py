@@ -128,7 +128,10 @@ test_bad = property_test("rms_norm", kernel="{BAD}", {SMALL})
     assert text[0].startswith("Kernel output outside its acceptance region (rms_norm"), text[:3]
     assert text[-1].startswith("Replay: numoracle replay "), text[-3:]
     assert any(ln.startswith("Greatest absolute difference: ") for ln in text)
-    assert any(ln.startswith("Found by Case(") and "--numoracle-seed 3" in ln for ln in text)
+    found = [ln for ln in text if ln.startswith("Found by Case(")]
+    assert len(found) == 1 and "--numoracle-seed 3" in found[0], text
+    # the explanation is of the shrunk case: the line says what it was shrunk to
+    assert re.search(r"\), shrunk to inputs \[\d+, \d+\] x \[\d+\] in \d+ kernel runs$", found[0]), found
     assert "pytest_plugin.py" not in out and "def run(" not in out          # no plugin frames
     # saved by default, where the replay line says, and Hypothesis's database holds it
     saved = Path(text[-1].removeprefix("Replay: numoracle replay "))
