@@ -84,8 +84,8 @@ def test_sites_that_fail_in_the_same_cases_are_one_cause_named_by_the_first():
         res.record(Outcome("uncertified", None, v, uncertified_reasons=reasons, uncertified_example=ex), "outliers")
     res.record(Outcome("uncertified", None, v, uncertified_reasons=reasons[1:], uncertified_example=ex), "outliers")
     d = res.to_dict()
-    assert d["uncertified_causes"]["outliers"] == [{"sites": list(reasons), "cases": 3},
-                                                    {"sites": list(reasons[1:]), "cases": 1}]
+    assert d["uncertified_causes"]["outliers"] == [{"sites": list(reasons), "cases": 3, "example": ex},
+                                                    {"sites": list(reasons[1:]), "cases": 1, "example": ex}]
     assert d["uncertified_reasons"]["outliers"][reasons[1]] == 4
     import contextlib
     import io
@@ -106,3 +106,17 @@ def test_sites_that_fail_in_the_same_cases_are_one_cause_named_by_the_first():
     assert lines[0].startswith(f"  uncertified in outliers: {reasons[0]} (4 cases;") and lines[0].endswith(
         f"; later sites failing in them: {reasons[1]}, range: fp32 add [square_sum:99]"), lines
     assert len(lines) == 2, lines
+    # each line's example is a case whose first failing site is the one named
+    other_ex = {"element": "y[0, 2]", "inputs": ["x[0] in [1, 2]"]}
+    res.record(Outcome("uncertified", None, v, uncertified_reasons=reasons[1:], uncertified_example=other_ex),
+               "scaled_up")
+    res.record(Outcome("uncertified", None, v, uncertified_reasons=reasons, uncertified_example=ex), "scaled_up")
+    res.record(Outcome("uncertified", None, v, uncertified_reasons=reasons[1:], uncertified_example=ex), "scaled_up")
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        print_result(res)
+    lines = [ln for ln in buf.getvalue().splitlines() if ln.startswith("  uncertified in scaled_up")]
+    assert lines[0].startswith(f"  uncertified in scaled_up: {reasons[1]} (2 cases; e.g. y[0, 2]: x[0] in [1, 2])"), lines
+    assert lines[1].startswith(f"  uncertified in scaled_up: {reasons[0]} (1 case; e.g. {ex['element']}:"), lines
+    causes = res.to_dict()["uncertified_causes"]["scaled_up"]
+    assert causes[0] == {"sites": list(reasons[1:]), "cases": 2, "example": other_ex}, causes

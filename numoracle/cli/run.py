@@ -134,12 +134,13 @@ def print_result(res, seed_drawn: bool = False) -> None:
         # one line per first failing site (in program order), with the later sites that fail in
         # those cases (an overflow usually overflows what comes after it)
         firsts: dict = {}
-        for (first, *later), n in res.causes(g):
-            count, after = firsts.setdefault(first, [0, {}])
-            firsts[first][0] = count + n
-            after.update(dict.fromkeys(later))
-        for first, (n, after) in sorted(firsts.items(), key=lambda kv: (-kv[1][0], kv[0]))[:3]:
-            ex = res.uncertified_examples.get(g, {}).get(first)
+        examples = res.uncertified_cause_examples.get(g, {})
+        for sites, n in res.causes(g):        # the most frequent first: its first case is the example
+            first, *later = sites
+            entry = firsts.setdefault(first, [0, {}, examples.get(sites)])
+            entry[0] += n
+            entry[1].update(dict.fromkeys(later))
+        for first, (n, after, ex) in sorted(firsts.items(), key=lambda kv: (-kv[1][0], kv[0]))[:3]:
             at = f"; e.g. {ex['element']}: {'; '.join(ex['inputs'])}" if ex and ex.get("inputs") else ""
             also = f"; later sites failing in them: {', '.join(after)}" if after else ""
             print(f"  uncertified in {g}: {first} ({n} case{'s' if n > 1 else ''}{at}){also}")

@@ -257,6 +257,8 @@ class RunResult:
     # group -> {a case's reasons together, in program order -> cases}: which sites fail in the
     # same cases (a domain failure and the range checks after it are one cause)
     uncertified_causes: dict = field(default_factory=dict)
+    # group -> {those reasons -> the first such case's element and input ranges}
+    uncertified_cause_examples: dict = field(default_factory=dict)
     save_error: str | None = None                       # why the finding could not be saved
     isolation: str = "in-process"                       # where kernels ran: "worker" | "in-process (why)"
     memory: dict = field(default_factory=dict)          # MemoryWatch.summary()
@@ -274,6 +276,8 @@ class RunResult:
             reasons = tuple(out.uncertified_reasons or ("no finite bound",))
             causes = self.uncertified_causes.setdefault(group, {})
             causes[reasons] = causes.get(reasons, 0) + 1
+            if out.uncertified_example:
+                self.uncertified_cause_examples.setdefault(group, {}).setdefault(reasons, out.uncertified_example)
             for r in reasons:
                 why[r] = why.get(r, 0) + 1
                 if out.uncertified_example and r not in ex:
@@ -328,7 +332,9 @@ class RunResult:
             "uncertified_reasons": {g: dict(sorted(r.items(), key=lambda kv: -kv[1]))
                                     for g, r in sorted(self.uncertified_reasons.items())},
             "uncertified_examples": {g: dict(sorted(e.items())) for g, e in sorted(self.uncertified_examples.items())},
-            "uncertified_causes": {g: [{"sites": list(k), "cases": n} for k, n in self.causes(g)]
+            "uncertified_causes": {g: [{"sites": list(k), "cases": n,
+                                        "example": self.uncertified_cause_examples.get(g, {}).get(k)}
+                                       for k, n in self.causes(g)]
                                    for g in sorted(self.uncertified_causes)},
             "statistical_only": [o.summary() for o in self.statistical_only],
             "errors": [o.summary() for o in self.errors],
