@@ -359,8 +359,7 @@ def property_test(op, kernel="correct", *, formats=None, groups=None, rows=None,
         if res.counterexample is not None:
             ce = res.counterexample
             # the explanation above is of the shrunk case, which the found one need not resemble
-            shape = " x ".join(str(list(x.shape)) for x in ce.inputs if hasattr(x, "shape"))
-            how += f", shrunk to inputs {shape} in {res.shrink_evaluations} kernel runs"
+            how += f", shrunk to inputs {ce.shapes()} in {res.shrink_evaluations} kernel runs"
             raise _failure(ce.explain(), how, res.hypothesis_report,
                            f"Replay: numoracle replay {res.saved}" if res.saved else
                            f"Not saved: {res.save_error}")

@@ -161,11 +161,10 @@ def print_result(res, seed_drawn: bool = False) -> None:
         print(f"  kernels ran {res.isolation}")
     ce = res.counterexample
     if ce is not None:
-        shape = " x ".join(str(list(x.shape)) for x in ce.inputs if hasattr(x, "shape"))
         what = "Counterexample" if ce.status == "reject" else f"Finding ({ce.status})"
         print()
         print(f"{what} found by {res.shrunk_from!r}")
-        print(f"shrunk in {res.shrink_evaluations} evaluations ({res.shrink_seconds:.1f}s) to inputs {shape}, "
+        print(f"shrunk in {res.shrink_evaluations} evaluations ({res.shrink_seconds:.1f}s) to inputs {ce.shapes()}, "
               f"failure class {list(ce.failure_class) if ce.failure_class else None}")
         text = ce.explain()
         print(text)

@@ -92,6 +92,10 @@ class Outcome:
     def is_finding(self) -> bool:
         return self.status in FINDINGS
 
+    def shapes(self) -> str:
+        """The input tensors' shapes, "[1, 3] x [3]": what a finding was shrunk to."""
+        return " x ".join(str(list(x.shape)) for x in self.inputs or () if hasattr(x, "shape"))
+
     def explain(self) -> str:
         """What went wrong, for a person: the verdict's explanation, or the kernel's failure."""
         if self.verdict is not None and self.status in ("reject", "nan", "statistical_only", "uncertified"):
