@@ -373,7 +373,8 @@ def logsumexp(x, axis=-1, keepdims=False, *, exp="exp2", order="any", **torch_st
 
 
 def matmul(a, b, *, acc=None, order="any", ftz=False):
-    """``a @ b`` for a of shape [..., M, K] and b of shape [K, N], as ``tl.dot``: products
+    """``a @ b`` for a of shape [..., M, K] and b of shape [..., K, N] (batch dimensions
+    broadcast as in ``torch.matmul``; one program's heads, say), as ``tl.dot``: products
     exact where both formats are narrow enough for ``acc`` (bf16, fp16, fp8 into fp32),
     otherwise each rounded; accumulated in ``acc`` (default fp32) under ``order`` over K
     ("any" also covers a K loop that adds each tile's dot into an accumulator, and split-K).

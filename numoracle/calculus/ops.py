@@ -402,7 +402,8 @@ def logsumexp(x: Tracked, axis: int = -1, keepdims: bool = False, exp: str = "ex
 
 
 def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False) -> Tracked:
-    """a [.., M, K] @ b [K, N]: products exact when both are narrow formats
+    """a [.., M, K] @ b [.., K, N] (batch dimensions broadcast as in ``torch.matmul``):
+    products exact when both are narrow formats
     (bf16/fp16/fp8 in fp32), else each rounded; accumulated in ``acc`` (fp32)
     with the order model; the result is in ``acc`` (cast it to the store
     format with .to).  ``ftz``: the accumulation may flush subnormal products and
@@ -414,9 +415,23 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False) -
     a, b = proto._coerce(a), proto._coerce(b)
     ctx = a.ctx
     acc = _fmt_arg(acc) if acc is not None else F.fp32
+    if a.c.dim() < 2 or b.c.dim() < 2:
+        raise InvalidArgument(
+            f"matmul: a of shape {list(a.c.shape)} and b of shape {list(b.c.shape)}: expected "
+            f"a [..., M, K] and b [..., K, N], two dimensions at least each (for a vector, "
+            f"unsqueeze it to a row or column).")
     K = a.c.shape[-1]
-    if b.c.shape[0] != K:
-        raise InvalidArgument(f"matmul: a has {K} columns but b has {b.c.shape[0]} rows.")
+    if b.c.shape[-2] != K:
+        raise InvalidArgument(
+            f"matmul: a of shape {list(a.c.shape)} has K={K} columns but b of shape "
+            f"{list(b.c.shape)} has {b.c.shape[-2]} rows (b is [..., K, N]: for a @ b.T, "
+            f"pass b.transpose(-1, -2)).")
+    try:
+        torch.broadcast_shapes(a.c.shape[:-2], b.c.shape[:-2])
+    except RuntimeError:
+        raise InvalidArgument(
+            f"matmul: the batch dimensions of a {list(a.c.shape[:-2])} and b "
+            f"{list(b.c.shape[:-2])} do not broadcast together.") from None
     c = a.c @ b.c
     exact_products = a.repr_fmt.precision + b.repr_fmt.precision <= acc.precision
     Ra, Rb = a.radius(), b.radius()
@@ -429,7 +444,7 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False) -
             coef = t.coef.expand(src.c.shape)
             # a symbol that is one variable along K (extent 1 there) adds up with
             # its sign across the dot: it stays a shared symbol of the output
-            k_axis = -1 if left else 0
+            k_axis = -1 if left else -2
             if t.s.dim() == src.c.dim() and t.s.shape[k_axis] == 1:
                 fm = FM.add(fm, FM.Form({k: FM.Term(coef @ other_c if left else other_c @ coef, t.s)}),
                             ctx.condensed)
@@ -488,7 +503,7 @@ def _dot_underflow(fm, a, b, A, B, K, acc, gamma, label, ctx):
     a_lo = torch.where(A > 0, (a.c.abs() - Ra).clamp(min=0), inf)
     b_lo = torch.where(B > 0, (b.c.abs() - Rb).clamp(min=0), inf)
     amin = a_lo.expand(a.c.shape).amin(dim=-1, keepdim=True)          # [.., M, 1]
-    bmin = b_lo.expand(b.c.shape).amin(dim=0, keepdim=True)           # [1, N]
+    bmin = b_lo.expand(b.c.shape).amin(dim=-2, keepdim=True)          # [.., 1, N]
     may = (amin * bmin) < thr
     if not ctx.any(may):
         return fm

@@ -444,10 +444,10 @@ def matmul(a: Emulated, b: Emulated, acc=None, order="any", ftz=False):
     proto = a if isinstance(a, Emulated) else b
     a, b = proto._coerce(a), proto._coerce(b)
     acc = _fmt_arg(acc) if acc is not None else F.fp32
-    prods = a.v.unsqueeze(-1) * b.v.unsqueeze(0)            # [M, K, N], exact in float64
+    prods = a.v.unsqueeze(-1) * b.v.unsqueeze(-3)           # [.., M, K, N], exact in float64
     if a.fmt.precision + b.fmt.precision > acc.precision:
         prods = round_site(a.plan, prods, acc)
-    p = Emulated(prods.movedim(-2, -1), acc, a.plan)         # [M, N, K]
+    p = Emulated(prods.movedim(-2, -1), acc, a.plan)         # [.., M, N, K]
     return sum(p, -1, False, order, acc, ftz)
 
 
