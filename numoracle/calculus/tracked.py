@@ -16,7 +16,7 @@ import itertools
 import math
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -62,6 +62,9 @@ class SiteOrigin:
     file: str | None
     line: int | None
     col: int | None
+    # what the plan reader needs of a math call's argument: "log2e" for exp2 of a product by
+    # the constant log2 e (exp written as the kernel writes it)
+    argument: str | None = None
 
 
 @functools.cache
@@ -371,7 +374,7 @@ def _as_cond(c) -> Cond:
 class Tracked:
     """A value of the reference program, as a kernel would hold it."""
 
-    __slots__ = ("c", "fmt", "repr_fmt", "form", "ctx", "taint", "pre", "_R", "k")
+    __slots__ = ("c", "fmt", "repr_fmt", "form", "ctx", "taint", "pre", "_R", "k", "scaled_by")
     __array_priority__ = 1000
 
     def __init__(self, c, fmt, form, ctx, *, repr_fmt=None, taint=None, pre=None):
@@ -384,6 +387,7 @@ class Tracked:
         self.pre = pre
         self._R = None
         self.k = None        # the Python number, for a constant of the program
+        self.scaled_by = None  # the Python number a product multiplied by (exp2's log2 e)
 
     # ---- basics
     @property
@@ -599,8 +603,8 @@ class Tracked:
     def __radd__(self, o): return self._binary(o, "add", reverse=True)
     def __sub__(self, o): return self._binary(o, "sub")
     def __rsub__(self, o): return self._binary(o, "sub", reverse=True)
-    def __mul__(self, o): return self._binary(o, "mul")
-    def __rmul__(self, o): return self._binary(o, "mul", reverse=True)
+    def __mul__(self, o): return _scaled(self._binary(o, "mul"), o)
+    def __rmul__(self, o): return _scaled(self._binary(o, "mul", reverse=True), o)
     def __truediv__(self, o): return self._binary(o, "div")
     def __rtruediv__(self, o): return self._binary(o, "div", reverse=True)
 
@@ -1126,6 +1130,12 @@ def _ulps_text(model) -> str:
     return f"{model.a:g}+{model.b:g}|x| ulp" if model.b else f"{model.a:g} ulp"
 
 
+def _scaled(out: Tracked, o) -> Tracked:
+    if isinstance(o, (int, float)) and not isinstance(o, bool):
+        out.scaled_by = float(o)
+    return out
+
+
 def apply(x: Tracked, name: str, call: str | None = None) -> Tracked:
     """A kernel math call ``call`` (profile name) computing function ``name``."""
     call = call or name
@@ -1141,7 +1151,11 @@ def apply(x: Tracked, name: str, call: str | None = None) -> Tracked:
     # a profile measured in ulps below 1 for functions inside (-1, 1) lets a saturated value
     # count its error in 2^-24, not the 2^-23 of the binade its float64 centre 1.0 is in
     below = FUNCTIONS[name].strict_bound if x.ctx.profile.units_below_one else None
-    return _at_exact_points(_library_error(t, call, x_abs, call, below=below), x, call)
+    n0 = len(x.ctx.origins)
+    out = _at_exact_points(_library_error(t, call, x_abs, call, below=below), x, call)
+    if name == "exp2" and x.scaled_by is not None and abs(x.scaled_by - LOG2E) < 1e-6:
+        x.ctx.origins[n0:] = [replace(o, argument="log2e") for o in x.ctx.origins[n0:]]
+    return out
 
 
 def _at_exact_points(t: Tracked, x: Tracked, call: str) -> Tracked:

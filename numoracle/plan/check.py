@@ -18,7 +18,9 @@ line of the launcher are one site each).  Then, per output:
 * math functions must be the same functions with implementations the reference admits
   (``tl.exp`` and ``exp2(x·log2 e)`` are one instruction sequence on NVIDIA; rsqrt is not
   1/sqrt; an approximate sqrt is not ``sqrt_rn``);
-* roundings to an integer written by hand (floor, ceil) must be the reference's.
+* roundings to an integer written by hand (floor, ceil) must be the reference's;
+* an online softmax (an accumulator rescaled in its loop by an exp of the running maximum's
+  change, after each step's terms were rounded narrow) needs a reference that loops likewise.
 
 A difference the reference's bound covers anyway (a correctly rounded function where the
 reference assumes an approximate one, a tensor-core dot accumulating in fp32 with the
@@ -350,8 +352,40 @@ def compare_output(i: int, cones: list, items: dict, prof: dict, out_fmt: str | 
             found.append(Disagreement("bits", "the kernel reads a float's encoding (a bitcast)", _kpos(bits), [], [i],
                                       "note"))
 
+    found.extend(_online_rescale(i, sides, prof))
     found.extend(_compare_levels(i, sides, prof))
     return found
+
+
+def _online_rescale(i: int, sides: list, prof: dict) -> list:
+    """A kernel's online softmax (``kernel.online_rescale``: an accumulator rescaled in its loop
+    by an exp of the change of a running maximum, after each step's terms were rounded to a
+    narrow format) against a reference with its exponentials at one source position: one
+    softmax at the final maximum, whose narrow roundings are not the kernel's once the loop runs
+    more than once.  A reference that loops over the kernel's blocks has the rescale's exp at a
+    position of its own."""
+    online = [l for sd in sides for l in sd.levels if l.detail.get("online")]
+    if not online:
+        return []
+    fns = prof.get("function", {})
+    rsites = fns.get("exp", (0, []))[1] + fns.get("exp2", (0, []))[1]
+    if len({(s.file, s.line) for s in rsites}) >= 2:
+        return []
+    o = online[0].detail["online"]
+    steps = online[0].detail.get("steps")
+    runs = f"runs {steps} times on this example" if steps else "may run more than once"
+    return [Disagreement(
+        "online-softmax", f"the kernel rescales a loop-carried accumulator by an exponential of its running "
+                          f"maximum's change ({o['rescale'].short()}, factor from {o['exp'].short()}) after "
+                          f"rounding each step's terms to {o['fmt']} ({o['rounding'].short()}): an online softmax, "
+                          f"whose loop {runs}; the reference computes its exponentials once, at the final maximum, "
+                          f"so its {o['fmt']} roundings are not the kernel's. Write the reference's loop over the "
+                          f"kernel's blocks: a running maximum, each block's terms rounded, the accumulator and "
+                          f"the sum rescaled by exp2(m_old - m_new) (docs/tutorial.md, \"Flash attention\")",
+        [f"{o[k].short()} {what}" for k, what in (("exp", "exp of the maximum's change"),
+                                                  ("rescale", "accumulator rescaled"),
+                                                  ("rounding", f"terms rounded to {o['fmt']}"))],
+        _rpos(rsites), [i])]
 
 
 _MODES = {"rtz": "toward zero (rtz)", "rna": "to nearest with ties away from zero",
@@ -364,6 +398,9 @@ def _function_hint(extra: dict, missing: dict) -> str:
         return " (1/sqrt(x) is an approximate sqrt and a division, not rsqrt)"
     if "exp2" in extra and "exp" in missing:
         return " (exp2 of x without the log2(e) factor is 2^x, not e^x)"
+    if "exp" in extra and "exp2" in missing:
+        return (" (the reference's exp2 takes no product by log2(e) as its argument: 2^x, not e^x, unless "
+                "the factor is folded into a scale; write no.exp2(z * LOG2E) or no.exp(z))")
     if "sqrt" in extra and "sqrt_rn" in missing:
         return " (tl.sqrt is approximate; the reference assumes the correctly rounded sqrt_rn)"
     return ""

@@ -340,6 +340,7 @@ def _level(c, op, s, stack) -> Level | None:
         loop = c.loops.get(op)
         steps = K.trip_count(kir, loop[0]) if loop else 1
         lv = Level("dot", s.fmt, s, None, (s.detail.get("k") or 0) * (steps or 1), None, dict(s.detail, steps=steps))
+        _mark_online(lv, kir, op, loop, steps)
     elif s is not None and s.kind == "atomic":
         lv = Level("sum", s.fmt, s, None, None, None, {"atomic": True})
     elif op in c.loops and op.name != "tt.dot":
@@ -348,12 +349,22 @@ def _level(c, op, s, stack) -> Level | None:
         fmt = kir.fmt_of(op.results[0])
         site = s if s is not None else K.Site("loop", op.name, fmt, kir.where(op), ir=op)
         lv = Level("sum", fmt, site, None, steps, (steps - 1) if steps else None, {"steps": steps, "loop": True})
+        _mark_online(lv, kir, op, c.loops[op], steps)
     else:
         return None
     w = lv.site.where
     lv.key = (stack, w.file, w.line, w.col, w.chain, "loop" if lv.detail.get("loop") else lv.site.kind, lv.site.op,
               lv.site.ordinal)
     return lv
+
+
+def _mark_online(lv: Level, kir, op, loop, steps) -> None:
+    """An online softmax's rescaled accumulation (``K.online_rescale``) in a loop that runs
+    more than once (or an unknown number of times): its detail names the operations."""
+    if loop and steps != 1 and steps != 0:
+        found = K.online_rescale(kir, op, loop[0], loop[1])
+        if found:
+            lv.detail["online"] = {"fmt": found["fmt"], **{k: kir.where(found[k]) for k in ("exp", "rescale", "rounding")}}
 
 
 def _yield(op, region: int):

@@ -962,3 +962,54 @@ def _int_value(k: KernelIR, name, env, depth: int = 0):
                 "arith.maxsi": lambda: max(a, b), "arith.remsi": lambda: a % b}[n]()
     except (KeyError, ZeroDivisionError, TypeError):
         return None
+
+
+def _through(k: KernelIR, name, ok: set, depth: int = 0):
+    """The operation that makes ``name``, past layout operations and those in ``ok``."""
+    op = k.def_op(name)
+    while op is not None and depth < 12 and (op.name in _PASS or op.name in ok) and op.operands:
+        op = k.def_op(op.operands[0])
+        depth += 1
+    return op
+
+
+def _from_exp(k: KernelIR, name) -> object | None:
+    """The math.exp / math.exp2 a factor is computed by, through layout operations."""
+    op = _through(k, name, set())
+    return op if op is not None and op.name in ("math.exp", "math.exp2") else None
+
+
+def online_rescale(k: KernelIR, acc_op, loop, index: int) -> dict | None:
+    """An online softmax's accumulation (flash attention's ``acc = acc * alpha + dot(p, v)``,
+    alpha = exp2(m_old - m_new)): the loop-carried value ``acc_op`` accumulates is multiplied
+    in the loop by a factor an exp or exp2 computes, and the terms it adds were rounded to a
+    format narrower than fp32 in the loop (p cast to fp16 for the dot).  Each step's terms are
+    then rounded at the running scale, which the rescale changes later: a reference computing
+    one exp at the final maximum rounds other values.  Returns the operations {"rescale",
+    "exp", "rounding", "fmt"}, or None."""
+    carried = loop.block_args[0][1 + index][0] if len(loop.block_args[0]) > 1 + index else None
+    if carried is None:
+        return None
+    if acc_op.name == "tt.dot":
+        if len(acc_op.operands) < 3:
+            return None
+        acc, terms = acc_op.operands[2], acc_op.operands[:2]
+    elif acc_op.name == "arith.addf":
+        own = [o for o in acc_op.operands if _derives(k, o, carried)]
+        if not own:
+            return None
+        acc, terms = own[0], [o for o in acc_op.operands if o != own[0]]
+    else:
+        return None
+    mul = _through(k, acc, set())
+    if mul is None or mul.name != "arith.mulf":
+        return None
+    factors = [o for o in mul.operands if not _derives(k, o, carried)]
+    exp = next((e for e in (_from_exp(k, f) for f in factors) if e is not None), None)
+    if exp is None:
+        return None
+    for t in terms:
+        r = _through(k, t, {"arith.extf"})
+        if r is not None and r.name == "arith.truncf" and r.results and is_low(k.fmt_of(r.results[0])):
+            return {"rescale": mul, "exp": exp, "rounding": r, "fmt": k.fmt_of(r.results[0])}
+    return None

@@ -257,7 +257,7 @@ def reference_plan(program, inputs, params, *, profile="h200", launch=None) -> R
         file = inspect.getsourcefile(prog.fn)
     except TypeError:
         file = None
-    sites = [s for s in (classify(o.label, o.kind, o.fmt, o.file, o.line, o.col) for o in ctx.origins) if s]
+    sites = [s for s in (_classify_origin(o) for o in ctx.origins) if s]
     outputs = []
     names = prog.names_of(len(outs))
     for t, name in zip(outs, names):
@@ -268,6 +268,17 @@ def reference_plan(program, inputs, params, *, profile="h200", launch=None) -> R
             entry["labels"].update(_element_labels(q.x, ctx))
         outputs.append(entry)
     return ReferencePlan(prog.name, file, sites, outputs)
+
+
+def _classify_origin(o):
+    """A recorded site as a RefSite: an exp2 is the function exp where its argument is a
+    product by log2 e (``no.exp2(z * LOG2E)``, logsumexp's exp2), as the kernel reader takes
+    ``exp2(x * 1.44269504)``; otherwise exp2 (2^x, or e^x with log2 e folded into a scale that
+    neither reader sees)."""
+    s = classify(o.label, o.kind, o.fmt, o.file, o.line, o.col)
+    if s and s.kind == "function" and s.detail.get("call") == "exp2" and o.argument != "log2e":
+        s.function = "exp2"
+    return s
 
 
 def _quantizer_sites(q, kind: str, file) -> list:
