@@ -117,3 +117,15 @@ def test_an_exp2_is_exp_where_its_argument_is_a_product_by_log2e_on_either_side(
         assert r["ok"], r["disagreements"]
     else:
         assert [d["kind"] for d in r["disagreements"]] == ["function"] and hint in r["disagreements"][0]["message"]
+
+
+def test_a_reference_parameter_with_a_default_the_domain_does_not_vary_is_not_the_kernels_keyword():
+    """The online reference's ``block`` is its loop's alone: cases never pass it, so a kernel
+    without it is not refused; once the domain varies it, every case passes it, and it is."""
+    from numoracle.operators.choose import resolve
+    op = no.Operator("attention_online", A.attention_online, kernels={"correct": A.attention}, example=A.example)
+    assert resolve(op, A.attention)[0] is A.attention
+    varied = no.Operator("attention_online", A.attention_online, kernels={"correct": A.attention}, example=A.example,
+                         domain=no.Domain(params={"block": (16, 32)}))
+    with pytest.raises(InvalidArgument, match="cannot be called as attention_online's kernels are"):
+        resolve(varied, A.attention)

@@ -110,8 +110,13 @@ def _takes_the_arguments(op, f, label: str) -> None:
     except (TypeError, ValueError):          # a builtin or extension callable: nothing to read
         return
     try:
-        # a no.launch() parameter is read from the launch, never passed to the kernel
-        sig.bind(*ref.input_names, **dict.fromkeys(p for p in ref.param_names if p not in ref.launch_params))
+        # a no.launch() parameter is read from the launch, never passed to the kernel; one with a
+        # default that the domain does not vary is passed only where a case's example gives it
+        # (a block size only the reference's loop uses need not be the kernel's keyword)
+        ref_sig = inspect.signature(ref.fn)
+        passed = [p for p in ref.param_names if p not in ref.launch_params
+                  and (ref_sig.parameters[p].default is inspect.Parameter.empty or p in op.domain.params)]
+        sig.bind(*ref.input_names, **dict.fromkeys(passed))
     except TypeError as exc:
         raise InvalidArgument(f"{label}: {getattr(f, '__name__', 'the kernel')}{sig} cannot be called as "
                               f"{op.name}'s kernels are, {op.kernel_signature()} ({exc}); give it the "
