@@ -129,3 +129,12 @@ def test_a_reference_parameter_with_a_default_the_domain_does_not_vary_is_not_th
                          domain=no.Domain(params={"block": (16, 32)}))
     with pytest.raises(InvalidArgument, match="cannot be called as attention_online's kernels are"):
         resolve(varied, A.attention)
+
+
+def test_the_skeleton_of_an_online_softmax_points_to_the_loop_it_cannot_write():
+    from numoracle.plan import skeleton
+    op = no.Operator("attention_online", A.attention_online, kernels={"correct": A.attention}, example=A.example)
+    text = skeleton(op, "correct", *A.inputs(40))
+    todos = [line for line in text.splitlines() if line.strip().startswith("TODO_")]
+    assert len(todos) == 2 and all("online softmax's loop-carried value" in t and '"Flash attention"' in t
+                                   for t in todos), todos

@@ -979,14 +979,15 @@ def _from_exp(k: KernelIR, name) -> object | None:
     return op if op is not None and op.name in ("math.exp", "math.exp2") else None
 
 
-def online_rescale(k: KernelIR, acc_op, loop, index: int) -> dict | None:
+def online_rescale(k: KernelIR, acc_op, loop, index: int, rounded: bool = True) -> dict | None:
     """An online softmax's accumulation (flash attention's ``acc = acc * alpha + dot(p, v)``,
     alpha = exp2(m_old - m_new)): the loop-carried value ``acc_op`` accumulates is multiplied
     in the loop by a factor an exp or exp2 computes, and the terms it adds were rounded to a
     format narrower than fp32 in the loop (p cast to fp16 for the dot).  Each step's terms are
     then rounded at the running scale, which the rescale changes later: a reference computing
     one exp at the final maximum rounds other values.  Returns the operations {"rescale",
-    "exp", "rounding", "fmt"}, or None."""
+    "exp", "rounding", "fmt"}, or None.  ``rounded=False``: any such rescale (the running sum's
+    too), with "rounding" and "fmt" None where the terms are not rounded narrow."""
     carried = loop.block_args[0][1 + index][0] if len(loop.block_args[0]) > 1 + index else None
     if carried is None:
         return None
@@ -1012,4 +1013,4 @@ def online_rescale(k: KernelIR, acc_op, loop, index: int) -> dict | None:
         r = _through(k, t, {"arith.extf"})
         if r is not None and r.name == "arith.truncf" and r.results and is_low(k.fmt_of(r.results[0])):
             return {"rescale": mul, "exp": exp, "rounding": r, "fmt": k.fmt_of(r.results[0])}
-    return None
+    return None if rounded else {"rescale": mul, "exp": exp, "rounding": None, "fmt": None}

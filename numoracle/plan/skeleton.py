@@ -355,6 +355,10 @@ class _Launch:
             red = self.k.def_op(other[0]) if len(other) == 1 else None
             if red is not None and red.name == "tt.reduce":
                 return self.value(other[0])
+        if add is not None and K.online_rescale(self.k, add, op, idx, rounded=False):
+            return self.em.placeholder(f"the online softmax's loop-carried value at {self.k.where(op).short()} "
+                                       f"(write the loop over the kernel's blocks: docs/tutorial.md, "
+                                       f"\"Flash attention\")")
         return self.em.placeholder(f"the loop-carried value at {self.k.where(op).short()}")
 
 
