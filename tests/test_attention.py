@@ -138,3 +138,15 @@ def test_the_skeleton_of_an_online_softmax_points_to_the_loop_it_cannot_write():
     todos = [line for line in text.splitlines() if line.strip().startswith("TODO_")]
     assert len(todos) == 2 and all("online softmax's loop-carried value" in t and '"Flash attention"' in t
                                    for t in todos), todos
+
+
+@pytest.mark.parametrize("n", [5, 40])
+def test_causal_attention_masked_with_minus_infinity_is_certified_and_judged(n):
+    """The reference masks with -inf as the kernel does: every element certified, the causal
+    kernel accepted, one that masks each query's own key too, or none, rejected."""
+    x, p = A.inputs(n, seed=1)
+    params = {**p, "causal": True}
+    for mode, v in no.check_modes(A.attention_online, A.attention_causal(*x, **p), x, params).items():
+        assert v.status == "accept" and not bool(v.outputs[0].uncertified.any()), (mode, v.explain())
+    for fault in (A.attention_causal_no_diagonal, A.attention):
+        assert no.check(A.attention_online, fault(*x, **p), x, params, mode="fixed").status == "reject", fault

@@ -447,3 +447,48 @@ def test_an_all_zero_row_stays_exactly_zero_through_its_squares_sum_and_sqrt(pro
     bad[0, 0] = 2.0 ** -149
     for mode, v in check_modes(l2_normalize, (y, bad), (x,), profile=profile).items():
         assert v.outputs[1].rejected.tolist() == [[True], [False], [False]], (mode, v.explain())
+
+
+@no.reference
+def masked_softmax(a, b):
+    # logits from a dot (each with an error of its own), keys past the query's index masked
+    s = no.matmul(a, b, acc=fp32)
+    n, m = s.shape[-2], s.shape[-1]
+    visible = torch.arange(m).unsqueeze(0) <= torch.arange(n).unsqueeze(1)
+    s = no.where(visible, s, float("-inf"))
+    p = no.exp(s - no.max(s, axis=-1, keepdims=True))
+    return p / no.sum(p, axis=-1, keepdims=True)
+
+
+def test_a_masked_logit_is_exactly_minus_infinity_and_its_exp_exactly_zero():
+    """-inf less a finite maximum is -inf exactly (IEEE), and exp(-inf) is +0 on every library:
+    the masked probabilities are exactly 0 and certified.  Before, the constant's own error
+    term was inf - inf (NaN) and every masked element was uncertified."""
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(4, 8, generator=g).to(torch.bfloat16), torch.randn(8, 5, generator=g).to(torch.bfloat16))
+    s = (a.double() @ b.double()).masked_fill(torch.ones(4, 5, dtype=torch.bool).tril().logical_not(), -math.inf)
+    y = torch.softmax(s, -1).float()
+    for mode, v in check_modes(masked_softmax, y, (a, b)).items():
+        assert v.status == "accept", (mode, v.explain())
+        o = v.outputs[0]
+        masked = ~torch.ones(4, 5, dtype=torch.bool).tril()
+        assert not bool(o.uncertified.any())
+        assert bool((o.lo[masked] == 0).all()) and bool((o.hi[masked] == 0).all()), mode
+    # a masked probability of the smallest subnormal is caught
+    bad = y.clone()
+    bad[0, 4] = 2.0 ** -149
+    assert check_modes(masked_softmax, bad, (a, b))["fixed"].outputs[0].rejected[0, 4]
+
+
+@no.reference
+def masked_row(x):
+    s = no.where(torch.tensor([[True, False, True], [False, False, False]]), x.to(fp32), float("-inf"))
+    return no.exp(s - no.max(s, axis=-1, keepdims=True))
+
+
+def test_a_row_masked_everywhere_is_not_certified():
+    """-inf less a maximum of -inf is NaN in the kernel: no exact infinity there, uncertified."""
+    x = torch.ones(2, 3, dtype=torch.bfloat16)
+    y = torch.tensor([[1.0, 0.0, 1.0], [math.nan] * 3])
+    v = check_modes(masked_row, y, (x,))["fixed"]
+    assert v.outputs[0].uncertified.tolist() == [[False] * 3, [True] * 3], v.explain()

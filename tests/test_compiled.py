@@ -93,6 +93,22 @@ def test_compiled_verdicts_equal_eager_ones(fresh, faults):
     assert vc["fixed"].to_dict() == ve["fixed"].to_dict()
 
 
+def test_a_program_with_an_infinite_constant_compiles_to_its_eager_verdict(fresh):
+    """A mask's -inf makes every addition check for exact infinities (``Context.infinities``):
+    the traced verdict carries those checks and decides as the eager one."""
+    from numoracle.operators.references import masked_attention
+    from numoracle.selftest.programs import make_inputs
+    inputs = make_inputs("masked_attention", "bf16", 6, 40, "normal", 0, 3)
+    outs = emulate(masked_attention, inputs, {}, Plan(seed=1))
+    ve = check_modes(masked_attention, outs, inputs, settings=EAGER)
+    check_modes(masked_attention, outs, inputs, settings=ALWAYS)
+    vc = check_modes(masked_attention, outs, inputs, settings=ALWAYS)
+    plan = _only_plan()
+    assert plan.fn is not None and plan.failed is None
+    _assert_same(ve, vc)
+    assert ve["fixed"].status == "accept" and not bool(ve["fixed"].outputs[0].uncertified.any())
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", (F.bf16, F.fp16), ids=str)
 def test_compiled_16_bit_rounding_is_exact(fmt):

@@ -146,6 +146,9 @@ class Context:
     # kind).  Sizes then stay out of Python: labels show them as <n> (``count``), and what is
     # computed from a size is computed on its symbol, never from its value on the traced call
     symbolic: bool = False
+    # the program made an infinite constant (a mask's -inf): its additions then check for exact
+    # infinities (``_infinite_sum``), in eager and traced runs alike
+    infinities: bool = False
     _next: int = 0
 
     def count(self, n) -> str:
@@ -417,9 +420,12 @@ class Tracked:
 
     def _const(self, v: float, fmt: F.Format) -> "Tracked":
         v = float(v)
+        if math.isinf(v):
+            self.ctx.infinities = True
         c = torch.tensor(v, dtype=torch.float64, device=self.c.device)
         fm = FM.Form()
-        err = abs(F.round_scalar(v, fmt) - v)
+        rv = F.round_scalar(v, fmt)
+        err = 0.0 if rv == v else abs(rv - v)          # (an infinity is exact: inf - inf is NaN)
         if err:
             fm = FM.add_det(fm, self.ctx.label(f"constant {v!r} in {fmt}"),
                             torch.tensor(err, dtype=torch.float64, device=self.c.device), self.ctx.condensed)
@@ -469,6 +475,9 @@ class Tracked:
         # correct store of such a value is finite), and the relative bound u|value| holds there
         thr = F.overflow_threshold(fmt)
         ok = mag < thr
+        if fmt.has_inf:
+            # an exact infinity (a masked logit's -inf, less a finite maximum) is a value of fmt
+            ok = ok | ((c.abs() == math.inf) & (R == 0))
         ctx.record(label, "range", str(fmt), f"|value| < {thr:.6g} (rounds to at most {fmt.max_finite:.6g})",
                    ok, mag)
         taint = self.taint if ctx.all(ok) else _or(self.taint, ~ok)
@@ -596,6 +605,12 @@ class Tracked:
             raise AssertionError(op)
         c = c.expand(shape).clone() if c.shape != shape else c
         fm = _fp64_slack(fm, c, self.ctx)
+        inf = _infinite_sum(x, y)
+        if inf is not None and self.ctx.any(inf):
+            # an exact infinity plus or minus a finite value is that infinity, exactly
+            fm = FM.masked(fm, ~inf)
+            if taint is not None:
+                taint = taint & ~inf
         t = Tracked(c, fmt, fm, self.ctx, taint=taint)
         return t if exact else t._round(fmt, f"{fmt} {op}")
 
@@ -818,6 +833,8 @@ def full_like(x: "Tracked", value, fmt=None) -> "Tracked":
         raise InvalidArgument(f"full_like(x, {v!r}) in {fmt}: the constant overflows {fmt} "
                               f"(largest finite {fmt.max_finite:.6g}); choose a wider format.")
     # the value the kernel holds is the rounded constant: exact, known, no error term
+    if math.isinf(rv):
+        x.ctx.infinities = True
     c = torch.full(x.c.shape, rv, dtype=torch.float64, device=x.c.device)
     return Tracked(c, fmt, FM.Form(), x.ctx)
 
@@ -1134,6 +1151,26 @@ def _scaled(out: Tracked, o) -> Tracked:
     if isinstance(o, (int, float)) and not isinstance(o, bool):
         out.scaled_by = float(o)
     return out
+
+
+def _exact_infinity(x: Tracked) -> Tensor:
+    """Elements that are exactly an infinity: an infinite centre with no error and no taint
+    (a program's -inf constant: inputs that hold infinities are tainted)."""
+    known = (x.c.abs() == math.inf) & (x.radius() == 0)
+    return known if x.taint is None else known & ~x.taint
+
+
+def _finite_enclosure(x: Tracked) -> Tensor:
+    ok = (x.c.abs() + x.radius()) < math.inf
+    return ok if x.taint is None else ok & ~x.taint
+
+
+def _infinite_sum(x: Tracked, y: Tracked) -> Tensor | None:
+    """Where x + y or x - y is exactly an infinity (IEEE): one operand an exact infinity, the
+    other certainly finite.  None unless the program made an infinite constant."""
+    if not x.ctx.infinities:
+        return None
+    return (_exact_infinity(x) & _finite_enclosure(y)) | (_exact_infinity(y) & _finite_enclosure(x))
 
 
 def apply(x: Tracked, name: str, call: str | None = None) -> Tracked:

@@ -17,6 +17,11 @@ from pathlib import Path
 
 from ..errors import InvalidArgument
 
+# exp(-inf) = exp2(-inf) = +0 exactly: IEEE 754-2019 §9.2.1 for the recommended functions, and
+# NVIDIA's expf/exp2f and ex2.approx document the same; a masked logit (tl.where(mask, x, -inf))
+# takes this path in every softmax written with -inf
+DEFINED = {"exp": ((-float("inf"), 0.0),), "exp2": ((-float("inf"), 0.0),)}
+
 # The functions a reference program may call, and the kernel call they stand for.
 FUNCTION_NAMES = (
     "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "recip", "div", "div_rn",
@@ -49,7 +54,9 @@ class MathProfile:
     exact: dict = field(default_factory=dict)
 
     def exact_points(self, fn: str) -> tuple:
-        return self.exact.get(fn, ())
+        """The measured exact points of fn, and the values IEEE 754 defines on every library
+        (``DEFINED``)."""
+        return tuple(self.exact.get(fn, ())) + DEFINED.get(fn, ())
 
     def model(self, fn: str) -> ErrorModel:
         try:

@@ -154,3 +154,19 @@ def kl_div(y_pred, y_true, *, reduction="batchmean", eps=1e-10, log_target=False
     if reduction == "mean":
         return total / float(rows * cols)
     return total
+
+
+# ---- programs of numoracle's soundness campaign (numoracle.selftest.programs), no operator's
+
+@no.reference
+def masked_attention(q, k, v):
+    """Attention of each query row over the key rows it may see (causal, aligned at the last
+    key; key 0 always), the others -inf: logits from a dot, so with errors of their own, less
+    their row's maximum, exp of -inf exactly 0 (the calculus's exact infinities)."""
+    n, m = q.shape[-2], k.shape[-2]
+    i, j = torch.arange(n).unsqueeze(1), torch.arange(m).unsqueeze(0)
+    visible = (j <= i + (m - n)) | (j == 0)
+    s = no.where(visible, no.matmul(q, k.transpose(-1, -2), acc=fp32) * 0.25, float("-inf"))
+    p = no.exp(s - no.max(s, axis=-1, keepdims=True))
+    o = no.matmul(p.to(v.format), v, acc=fp32)
+    return (o / no.sum(p, axis=-1, keepdims=True)).to(q.format)

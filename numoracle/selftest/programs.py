@@ -12,6 +12,7 @@ from .emulator import Plan, emulate
 from ..operators import references as R
 from ..families import fill
 
+
 PROGRAMS = {
     "rms_norm_llama": R.rms_norm_llama,
     "rms_norm_gemma": R.rms_norm_gemma,
@@ -21,6 +22,7 @@ PROGRAMS = {
     "cross_entropy_loss": R.cross_entropy_loss,
     # the mean over kept rows: a division by a runtime count (a power of two or not)
     "cross_entropy_mean": R.cross_entropy,
+    "masked_attention": R.masked_attention,
 }
 SOUNDNESS_FAMILIES = ("normal", "shifted_mean", "heavy_tailed", "scaled", "constant_rows", "pow2_grid")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -46,6 +48,10 @@ def make_inputs(program: str, dtype, rows: int, cols: int, family: str, scale_ex
             # ignore (-100) a seed-drawn number of rows, from none to all
             labels[:int(torch.randint(0, rows + 1, (1,), generator=g))] = -100
         return (x, labels)
+    if program == "masked_attention":
+        # rows queries over cols keys, head dimension 16
+        return tuple(fill(shape, family, seed + i, scale_exp=k, dtype=dt)
+                     for i, shape in enumerate(((rows, 16), (cols, 16), (cols, 16))))
     return (x,)
 
 
