@@ -492,3 +492,20 @@ def test_a_row_masked_everywhere_is_not_certified():
     y = torch.tensor([[1.0, 0.0, 1.0], [math.nan] * 3])
     v = check_modes(masked_row, y, (x,))["fixed"]
     assert v.outputs[0].uncertified.tolist() == [[False] * 3, [True] * 3], v.explain()
+
+
+@no.reference
+def masked_softmax_exp2(x):
+    # Liger's form, exp2((x - m) * log2 e), on a row with masked entries
+    s = no.where(torch.tensor([[True, False, True, True]]), x.to(fp32), float("-inf"))
+    return no.exp2((s - no.max(s, axis=-1, keepdims=True)) * 1.4426950408889634)
+
+
+def test_an_exact_infinity_times_a_finite_non_zero_value_stays_exact():
+    x = torch.tensor([[0.5, 2.0, -1.0, 0.25]], dtype=torch.bfloat16)
+    y = torch.exp2((x.double().masked_fill(torch.tensor([[False, True, False, False]]), -math.inf)
+                    - 0.5) * 1.4426950408889634).float()
+    for mode, v in check_modes(masked_softmax_exp2, y, (x,)).items():
+        o = v.outputs[0]
+        assert v.status == "accept" and not bool(o.uncertified.any()), (mode, v.explain())
+        assert float(o.lo[0, 1]) == 0.0 and float(o.hi[0, 1]) == 0.0

@@ -474,10 +474,7 @@ class Tracked:
         # round to nearest takes every |value| below the threshold to at most max_finite (a
         # correct store of such a value is finite), and the relative bound u|value| holds there
         thr = F.overflow_threshold(fmt)
-        ok = mag < thr
-        if fmt.has_inf:
-            # an exact infinity (a masked logit's -inf, less a finite maximum) is a value of fmt
-            ok = ok | ((c.abs() == math.inf) & (R == 0))
+        ok = _exact_inf_ok(mag < thr, c, R, fmt)
         ctx.record(label, "range", str(fmt), f"|value| < {thr:.6g} (rounds to at most {fmt.max_finite:.6g})",
                    ok, mag)
         taint = self.taint if ctx.all(ok) else _or(self.taint, ~ok)
@@ -887,6 +884,13 @@ def _mul(x: Tracked, y: Tracked, fmt, shape, taint) -> Tracked:
         fm = _fp64_slack(fm, c_inexact, ctx)
     else:
         fm = _fp64_slack(fm, c, ctx)
+    inf = _infinite_product(x, y)
+    if inf is not None and ctx.any(inf):
+        # an exact infinity times a value of known sign, certainly finite and non-zero, is an
+        # infinity exactly ((x - m) * log2 e of a masked x)
+        fm = FM.masked(fm, ~inf)
+        if taint is not None:
+            taint = taint & ~inf
     if c.shape != shape:
         c = c.expand(shape).clone()
     t = Tracked(c, fmt, fm, ctx, taint=taint)
@@ -930,7 +934,7 @@ def underflow_threshold(pa: int, pb: int, fmt) -> float:
 def _range_only(t: Tracked, fmt, what) -> Tracked:
     """An exact operation's result: certified against fmt's finite range, nothing added."""
     R = t.radius()
-    ok = (t.c.abs() + R) <= fmt.max_finite
+    ok = _exact_inf_ok((t.c.abs() + R) <= fmt.max_finite, t.c, R, fmt)
     t.ctx.record(t.ctx.label(what), "range", str(fmt), f"|value| <= {fmt.max_finite:.6g}", ok, t.c.abs() + R)
     if t.ctx.all(ok):
         return t
@@ -942,7 +946,7 @@ def _underflow_only(t: Tracked, fmt, what, tiny_below: float | None = None) -> T
     # an exact zero (a product of values known exactly, one of them 0: a padded or masked
     # row) has nothing to lose, in a rounding or in an FMA it is contracted into
     tiny = ((t.c.abs() - R) < (fmt.min_normal if tiny_below is None else tiny_below)) & ((t.c != 0) | (R != 0))
-    ok = (t.c.abs() + R) <= fmt.max_finite
+    ok = _exact_inf_ok((t.c.abs() + R) <= fmt.max_finite, t.c, R, fmt)
     label = t.ctx.label(what)
     t.ctx.record(label, "range", str(fmt), f"|value| <= {fmt.max_finite:.6g}", ok, t.c.abs() + R)
     taint = t.taint if t.ctx.all(ok) else _or(t.taint, ~ok)
@@ -1153,6 +1157,12 @@ def _scaled(out: Tracked, o) -> Tracked:
     return out
 
 
+def _exact_inf_ok(ok: Tensor, c: Tensor, R: Tensor, fmt) -> Tensor:
+    """A range check's ``ok``, with an exact infinity (no error) counted in range where fmt has
+    infinities: a mask's -inf carried through exact arithmetic is a value, not an overflow."""
+    return ok | ((c.abs() == math.inf) & (R == 0)) if fmt.has_inf else ok
+
+
 def _exact_infinity(x: Tracked) -> Tensor:
     """Elements that are exactly an infinity: an infinite centre with no error and no taint
     (a program's -inf constant: inputs that hold infinities are tainted)."""
@@ -1171,6 +1181,18 @@ def _infinite_sum(x: Tracked, y: Tracked) -> Tensor | None:
     if not x.ctx.infinities:
         return None
     return (_exact_infinity(x) & _finite_enclosure(y)) | (_exact_infinity(y) & _finite_enclosure(x))
+
+
+def _infinite_product(x: Tracked, y: Tracked) -> Tensor | None:
+    """Where x * y is exactly an infinity: one operand an exact infinity, the other's enclosure
+    finite, untainted and clear of 0 (inf * 0 is NaN).  None unless the program made an
+    infinite constant."""
+    if not x.ctx.infinities:
+        return None
+
+    def nonzero(t):
+        return _finite_enclosure(t) & (t.c.abs() > t.radius())
+    return (_exact_infinity(x) & nonzero(y)) | (_exact_infinity(y) & nonzero(x))
 
 
 def apply(x: Tracked, name: str, call: str | None = None) -> Tracked:
