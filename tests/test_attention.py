@@ -150,3 +150,15 @@ def test_causal_attention_masked_with_minus_infinity_is_certified_and_judged(n):
         assert v.status == "accept" and not bool(v.outputs[0].uncertified.any()), (mode, v.explain())
     for fault in (A.attention_causal_no_diagonal, A.attention):
         assert no.check(A.attention_online, fault(*x, **p), x, params, mode="fixed").status == "reject", fault
+
+
+@pytest.mark.parametrize("k", [1, 40])
+def test_a_bias_folded_into_the_tensor_core_dot_is_a_note_and_a_dot_over_one_term_is_a_dot(k):
+    """With K = 1 the bias add becomes the dot's accumulator input (the plan has no fp32 add at
+    the bias line): a note, since the tensor core adds it; and the reference's dot over K = 1,
+    which rounds nothing, still counts as the kernel's one dot (it was a disagreement)."""
+    from tests.fixtures import user_linear as L
+    r = check_plan(L.linear_relu_ref, L.linear_relu, L.inputs(4, k)).to_dict()
+    assert r["ok"] and not r["disagreements"], r["disagreements"]
+    folded = [n for n in r["notes"] if "starts its accumulation from data loaded at user_linear.py:" in n["message"]]
+    assert len(folded) == (1 if k == 1 else 0), r["notes"]

@@ -472,6 +472,11 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False) -
         key = ctx.new_key()
         fm = FM.add_private(fm, FM.Entry(gamma * S, d * (u * S * (1 + gamma)) ** 2, frozenset((key,)), label),
                             ctx.condensed)
+    elif ctx.columns:
+        # the plan reader's run: a dot over K = 1 rounds nothing, but it is the kernel's tl.dot
+        # on the output's way (an entry of zeros names it there)
+        z = torch.zeros_like(S)
+        fm = FM.add_private(fm, FM.Entry(z, z, frozenset((ctx.new_key(),)), label), ctx.condensed)
     fm = _dot_underflow(fm, a, b, A, B, K, acc, gamma, label, ctx)
     if ftz:
         fm = _flush_anywhere(fm, c, K, acc, gamma, label, ctx)

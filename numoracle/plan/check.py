@@ -535,6 +535,14 @@ def _dot_checks(i, dots: list, ref_dots: dict) -> list:
                                              f"{'/'.join(sorted(ref_acc))} accumulation bound assumes round-to-nearest "
                                              "additions",
                                       _kpos([l.site]), [], [i], "note"))
+            if d.get("acc_from"):
+                found.append(Disagreement(
+                    "dot", f"the kernel's dot starts its accumulation from data loaded at {d['acc_from']} (Triton "
+                           f"folds `tl.dot(a, b) + bias` into the dot when nothing comes between, as with one K "
+                           f"step): the tensor core adds it with the dot's own rounding, where the reference's "
+                           f"separate add rounds to nearest. A GPU reject near a rounding boundary of such an "
+                           f"element may be this, not the kernel (docs/results/"
+                           f"2026-12-06-h100-user-kernels-attention.md)", _kpos([l.site]), [], [i], "note"))
     return found
 
 

@@ -704,7 +704,7 @@ def _extract(k: KernelIR, launch_index: int) -> list:
             add("dot", src_fmt=af, rounds=True,
                 detail={"b_fmt": bf, "k": kdim, "precision": prec.strip(","),
                         "imprecise": int(imp) if imp and imp.isdigit() and int(imp) > 0 else None,
-                        "exact_products": exact, "mma": _mma(k, op)})
+                        "exact_products": exact, "mma": _mma(k, op), "acc_from": _dot_acc_from(k, op)})
         elif n == "tt.dot_scaled":
             _dot_scaled_sites(k, op, add)
         elif n == "tt.atomic_rmw":
@@ -1014,3 +1014,16 @@ def online_rescale(k: KernelIR, acc_op, loop, index: int, rounded: bool = True) 
         if r is not None and r.name == "arith.truncf" and r.results and is_low(k.fmt_of(r.results[0])):
             return {"rescale": mul, "exp": exp, "rounding": r, "fmt": k.fmt_of(r.results[0])}
     return None if rounded else {"rescale": mul, "exp": exp, "rounding": None, "fmt": None}
+
+
+def _dot_acc_from(k: KernelIR, op):
+    """Where a ``tt.dot``'s accumulator input comes from, when it is data: the position of the
+    load it derives from (Triton folds ``tl.dot(a, b) + bias`` into ``tl.dot(a, b, bias)`` where
+    nothing else comes between, as with one K step), else None (a zero, a loop-carried
+    accumulator, a value the reader does not follow)."""
+    if len(op.operands) < 3:
+        return None
+    src = _through(k, op.operands[2], {"arith.extf", "arith.addf"})
+    if src is None or src.name != "tt.load":
+        return None
+    return k.where(src).short()
