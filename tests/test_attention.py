@@ -152,13 +152,20 @@ def test_causal_attention_masked_with_minus_infinity_is_certified_and_judged(n):
         assert no.check(A.attention_online, fault(*x, **p), x, params, mode="fixed").status == "reject", fault
 
 
+@no.reference
+def linear_relu_ref(a, b, bias):
+    return no.maximum(no.matmul(a, b, acc=fp32) + bias.to(fp32), 0.0).to(a.format)
+
+
 @pytest.mark.parametrize("k", [1, 40])
 def test_a_bias_folded_into_the_tensor_core_dot_is_a_note_and_a_dot_over_one_term_is_a_dot(k):
     """With K = 1 the bias add becomes the dot's accumulator input (the plan has no fp32 add at
     the bias line): a note, since the tensor core adds it; and the reference's dot over K = 1,
     which rounds nothing, still counts as the kernel's one dot (it was a disagreement)."""
-    from tests.fixtures import user_linear as L
-    r = check_plan(L.linear_relu_ref, L.linear_relu, L.inputs(4, k)).to_dict()
+    import test_plan_kernels as PK
+    g = torch.Generator().manual_seed(0)
+    a, b, bias = (torch.randn(*s, generator=g).to(torch.bfloat16) for s in ((4, k), (k, 24), (24,)))
+    r = check_plan(linear_relu_ref, PK.linear_relu, (a, b, bias)).to_dict()
     assert r["ok"] and not r["disagreements"], r["disagreements"]
-    folded = [n for n in r["notes"] if "starts its accumulation from data loaded at user_linear.py:" in n["message"]]
+    folded = [n for n in r["notes"] if "starts its accumulation from data loaded at test_plan_kernels.py:" in n["message"]]
     assert len(folded) == (1 if k == 1 else 0), r["notes"]

@@ -169,7 +169,7 @@ def fp8_dot(a, b):
 
 @triton.jit
 def tiled_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                        INIT_FROM_C: tl.constexpr):
+                        INIT_FROM_C: tl.constexpr, bias_ptr=None, BIAS_RELU: tl.constexpr = False):
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     cmask = (rm[:, None] < M) & (rn[None, :] < N)
@@ -182,6 +182,9 @@ def tiled_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.c
         a = tl.load(a_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
         b = tl.load(b_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
         acc += tl.dot(a, b)
+    if BIAS_RELU:
+        bias = tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)
+        acc = tl.maximum(acc + bias[None, :], 0.0)
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty), mask=cmask)
 
 
@@ -193,6 +196,18 @@ def tiled_matmul(a, b, *, init_from_c=False):
     c = torch.zeros((M, N), dtype=a.dtype)
     tiled_matmul_kernel[(triton.cdiv(M, 16), triton.cdiv(N, 16))](a, b, c, M, N, K, BM=16, BN=16, BK=16,
                                                                   INIT_FROM_C=init_from_c)
+    return c
+
+
+def linear_relu(a, b, bias):
+    """A user's linear layer: the tiled matmul, then ``acc + bias`` and a ReLU.  With K = 1
+    Triton specialises the argument, drops the loop and folds the bias add into the dot's
+    accumulator input (docs/results/2026-12-06-h100-user-kernels-attention.md)."""
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), dtype=a.dtype)
+    tiled_matmul_kernel[(triton.cdiv(M, 16), triton.cdiv(N, 16))](a, b, c, M, N, K, BM=16, BN=16, BK=16,
+                                                                  INIT_FROM_C=False, bias_ptr=bias, BIAS_RELU=True)
     return c
 
 
