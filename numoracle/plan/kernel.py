@@ -499,13 +499,20 @@ def _arith_exact(k: KernelIR, op) -> bool:
     return False
 
 
+def _through(k: KernelIR, name, also=()):
+    """The operation that makes ``name``, past layout operations (``_PASS``) and those named in
+    ``also``, following each one's first operand."""
+    op = k.def_op(name)
+    while op is not None and (op.name in _PASS or op.name in also) and op.operands:
+        op = k.def_op(op.operands[0])
+    return op
+
+
 def _runtime_pow2(k: KernelIR, name) -> bool:
     """A divisor that is a runtime integer argument with a power-of-two value (n_cols = 64)."""
     if name is None:
         return False
-    op = k.def_op(name)
-    while op is not None and op.name in _PASS:
-        op = k.def_op(op.operands[0])
+    op = _through(k, name)
     if op is None or op.name not in ("arith.sitofp", "arith.uitofp"):
         return False
     src = op.operands[0]
@@ -524,9 +531,7 @@ def _log2e_scaled(k: KernelIR, name) -> bool:
 
 
 def _integer_valued(k: KernelIR, name) -> bool:
-    op = k.def_op(name)
-    while op is not None and op.name in _PASS:
-        op = k.def_op(op.operands[0])
+    op = _through(k, name)
     return op is not None and (op.name in INTEGER_ROUNDING or op.name in ("arith.sitofp", "arith.uitofp"))
 
 
@@ -861,9 +866,7 @@ def _counts(k: KernelIR, add, carried, init, loop) -> bool:
     others = [o for o in add.operands if o != carried]
     if len(others) != 1:
         return False
-    op = k.def_op(others[0])
-    while op is not None and op.name in _PASS:
-        op = k.def_op(op.operands[0])
+    op = _through(k, others[0])
     if op is None or op.name not in ("arith.sitofp", "arith.uitofp"):
         return False
     bound, trips = _index_bound(k, op.operands[0]), trip_count(k, loop)
@@ -964,18 +967,9 @@ def _int_value(k: KernelIR, name, env, depth: int = 0):
         return None
 
 
-def _through(k: KernelIR, name, ok: set, depth: int = 0):
-    """The operation that makes ``name``, past layout operations and those in ``ok``."""
-    op = k.def_op(name)
-    while op is not None and depth < 12 and (op.name in _PASS or op.name in ok) and op.operands:
-        op = k.def_op(op.operands[0])
-        depth += 1
-    return op
-
-
 def _from_exp(k: KernelIR, name) -> object | None:
     """The math.exp / math.exp2 a factor is computed by, through layout operations."""
-    op = _through(k, name, set())
+    op = _through(k, name)
     return op if op is not None and op.name in ("math.exp", "math.exp2") else None
 
 
@@ -1002,7 +996,7 @@ def online_rescale(k: KernelIR, acc_op, loop, index: int, rounded: bool = True) 
         acc, terms = own[0], [o for o in acc_op.operands if o != own[0]]
     else:
         return None
-    mul = _through(k, acc, set())
+    mul = _through(k, acc)
     if mul is None or mul.name != "arith.mulf":
         return None
     factors = [o for o in mul.operands if not _derives(k, o, carried)]
@@ -1010,7 +1004,7 @@ def online_rescale(k: KernelIR, acc_op, loop, index: int, rounded: bool = True) 
     if exp is None:
         return None
     for t in terms:
-        r = _through(k, t, {"arith.extf"})
+        r = _through(k, t, ("arith.extf",))
         if r is not None and r.name == "arith.truncf" and r.results and is_low(k.fmt_of(r.results[0])):
             return {"rescale": mul, "exp": exp, "rounding": r, "fmt": k.fmt_of(r.results[0])}
     return None if rounded else {"rescale": mul, "exp": exp, "rounding": None, "fmt": None}
@@ -1023,7 +1017,7 @@ def _dot_acc_from(k: KernelIR, op):
     accumulator, a value the reader does not follow)."""
     if len(op.operands) < 3:
         return None
-    src = _through(k, op.operands[2], {"arith.extf", "arith.addf"})
+    src = _through(k, op.operands[2], ("arith.extf",))
     if src is None or src.name != "tt.load":
         return None
     return k.where(src).short()
