@@ -18,6 +18,8 @@ class Assumptions:
     fma: str = "multiply-adds may be contracted into one FMA or not (both admitted)"
     ftz: str = "no flush-to-zero in arithmetic"
     inputs: str = "inputs finite"
+    # how tl.dot adds, where it is not "rounding" (the tensor-core model of GPU profiles)
+    dot: str | None = None
     implementation: tuple = field(default=(
         "the kernel follows the annotated formats, order models and math calls",))
     # the static check of that last assumption (numoracle.plan.assumption), when it was made:
@@ -29,13 +31,14 @@ class Assumptions:
 
     def lines(self) -> list[str]:
         return [f"backend: {self.backend} (math profile {self.math_profile})", f"rounding: {self.rounding}",
-                f"fma: {self.fma}", f"ftz: {self.ftz}", f"domain: {self.inputs}",
+                f"fma: {self.fma}", f"ftz: {self.ftz}", *([f"dot: {self.dot}"] if self.dot else []),
+                f"domain: {self.inputs}",
                 *(f"implementation: {x}" for x in self.implementation),
                 *([f"plan: {self.plan}"] if self.plan else [])]
 
     def to_dict(self) -> dict:
         return {"backend": self.backend, "math_profile": self.math_profile, "rounding": self.rounding,
-                "fma": self.fma, "ftz": self.ftz, "inputs": self.inputs,
+                "fma": self.fma, "ftz": self.ftz, "dot": self.dot, "inputs": self.inputs,
                 "implementation": list(self.implementation), "plan": self.plan, "caution": self.caution}
 
 
@@ -74,6 +77,18 @@ def for_backend(backend: str, profile: str | None = None) -> Assumptions:
     if backend not in BACKENDS:
         raise InvalidArgument(f"backend={backend!r}: expected one of {BACKENDS}.")
     prof = profile or default_profile(backend)
+    dot = {}
+    try:
+        from .mathlib import load
+        if load(prof).dot == "tensor_core":
+            dot = {"dot": TENSOR_CORE_DOT}
+    except InvalidArgument:
+        pass     # an unreadable profile file fails where the verdict loads it, with its own message
     if backend == "gpu":
-        return Assumptions(backend, prof, ftz="approximate math functions flush subnormals (libdevice FTZ)")
-    return Assumptions(backend, prof, fma="the interpreter never contracts; fused evaluations are admitted too")
+        return Assumptions(backend, prof, ftz="approximate math functions flush subnormals (libdevice FTZ)", **dot)
+    return Assumptions(backend, prof, fma="the interpreter never contracts; fused evaluations are admitted too",
+                       **dot)
+
+
+TENSOR_CORE_DOT = ("tl.dot of 16-bit or fp8 operands into fp32 adds as sm_90 tensor cores do (blocks of products "
+                   "truncated and rounded toward zero, docs/design.md §4.4), or in round-to-nearest")

@@ -109,6 +109,30 @@ def test_a_program_with_an_infinite_constant_compiles_to_its_eager_verdict(fresh
     assert ve["fixed"].status == "accept" and not bool(ve["fixed"].outputs[0].uncertified.any())
 
 
+@no.reference(outputs=("y",))
+def _linear(a, b, c):
+    return no.maximum(no.matmul(a, b, acc=F.fp32) + c, 0.0).to(F.bf16)
+
+
+@pytest.mark.parametrize("K", [1, 3, 40])
+def test_a_tensor_core_dot_compiles_to_its_eager_verdict(fresh, K):
+    """The GPU profile's tensor-core bound and folded add, traced with K a symbol, decide as the
+    eager verdict on the emulated instruction's outputs (docs/design.md §4.4)."""
+    g = torch.Generator().manual_seed(K)
+    a = (torch.randn(24, K, generator=g) * 4).to(torch.bfloat16)
+    b = torch.randn(K, 16, generator=g).to(torch.bfloat16)
+    c = (torch.randn(16, generator=g) * 8).float()
+    outs = emulate(_linear, (a, b, c), {}, Plan(seed=K, dot="tensor_core_folded"))
+    kw = {"backend": "gpu", "profile": "h200"}
+    ve = check_modes(_linear, outs, (a, b, c), settings=EAGER, **kw)
+    check_modes(_linear, outs, (a, b, c), settings=ALWAYS, **kw)
+    vc = check_modes(_linear, outs, (a, b, c), settings=ALWAYS, **kw)
+    plan = _only_plan()
+    assert plan.fn is not None and plan.failed is None
+    _assert_same(ve, vc)
+    assert ve["fixed"].status == "accept"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", (F.bf16, F.fp16), ids=str)
 def test_compiled_16_bit_rounding_is_exact(fmt):

@@ -468,16 +468,25 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False) -
     label = ctx.label(f"{acc} dot over K={ctx.count(K)} ({order} order{'' if exact_products else ', rounded products'}"
                       f"{', flushing subnormals' if ftz else ''})")
     gamma = _gamma(ctx, d, u, a.c.device)
+    tc = None
+    if tensor_core_dot(ctx, a, b, acc, exact_products):
+        # the tensor core's own bound (tensor_core_depth); the nearest one below stays for a dot
+        # Triton runs with FMAs instead, and the larger of the two is the fixed-input radius
+        g_tc = _gamma(ctx, tensor_core_depth(K, tensor_core_block(a, b)), u, a.c.device)
+        fold = g_tc * (1 + g_tc)
+        tc = fold * _aligned_magnitudes(a, b, A, B, S, K, ctx)
+        fm = FM.add_det(fm, f"{label} (tensor cores)", tc, ctx.condensed)
     if d:
         key = ctx.new_key()
-        fm = FM.add_private(fm, FM.Entry(gamma * S, d * (u * S * (1 + gamma)) ** 2, frozenset((key,)), label),
+        worst = gamma * S if tc is None else (gamma * S - tc).clamp(min=0)
+        fm = FM.add_private(fm, FM.Entry(worst, d * (u * S * (1 + gamma)) ** 2, frozenset((key,)), label),
                             ctx.condensed)
     elif ctx.columns:
         # the plan reader's run: a dot over K = 1 rounds nothing, but it is the kernel's tl.dot
         # on the output's way (an entry of zeros names it there)
         z = torch.zeros_like(S)
         fm = FM.add_private(fm, FM.Entry(z, z, frozenset((ctx.new_key(),)), label), ctx.condensed)
-    fm = _dot_underflow(fm, a, b, A, B, K, acc, gamma, label, ctx)
+    fm = _dot_underflow(fm, a, b, A, B, K, acc, gamma, label, ctx, tensor_core=tc is not None)
     if ftz:
         fm = _flush_anywhere(fm, c, K, acc, gamma, label, ctx)
     # every partial sum is a sum of a subset of the products, each through at most d roundings
@@ -490,10 +499,58 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False) -
         taint = ((ta @ torch.ones_like(b.c)) + (torch.ones_like(a.c) @ tb)) > 0
         taint = taint | ~ok
     fm = _fp64_sum_slack(fm, S, K, ctx)
-    return Tracked(c, acc, fm, ctx, taint=taint)
+    out = Tracked(c, acc, fm, ctx, taint=taint)
+    if tc is not None:
+        # Triton may fold an add of this value into the dot's accumulator (tracked._folded_into_dot)
+        out.dot_fold = fold
+    return out
 
 
-def _dot_underflow(fm, a, b, A, B, K, acc, gamma, label, ctx):
+# ---- the sm_90 tensor-core dot (docs/design.md §4.4, measured on an H100)
+# One mma/wgmma instruction adds TC_BLOCK products of 16-bit operands to the fp32 accumulator as
+# one sum: every term (the accumulator too) truncated toward zero below 2^(E - 25), E the largest
+# exponent among them (a product's exponent is the sum of its operands', a subnormal or zero
+# operand counting as its format's smallest normal exponent), summed exactly, and the sum rounded
+# toward zero to fp32.
+TC_BLOCK = 16
+
+
+def tensor_core_dot(ctx, a, b, acc, exact_products: bool) -> bool:
+    """Whether a dot takes the tensor-core model: a GPU profile's, with products exact in an fp32
+    accumulator (fp32 operands go through TF32 or FMAs, which the plan check tells apart)."""
+    return ctx.profile.dot == "tensor_core" and exact_products and acc.name == "fp32"
+
+
+def tensor_core_block(a, b) -> int:
+    """Products per instruction: 16 measured for 16-bit operands; 8, more blocks and so a larger
+    bound, for anything else (fp8's instruction takes 32)."""
+    return TC_BLOCK if builtins.max(a.repr_fmt.bits, b.repr_fmt.bits) == 16 else 8
+
+
+def tensor_core_depth(K, block: int):
+    """d with |error| <= gamma_d (1 + gamma_d) S^ for a tensor-core dot over K products in blocks
+    of ``block``: B = ceil(K / block) instructions; their truncations lose less than 2^-25 of the
+    aligned magnitude per term, K + B terms (a product or the accumulator), (K + B) u / 2 S^ in
+    all; each instruction's rounding toward zero less than 2 u of a partial sum, 2 B u S.  Integer
+    arithmetic only, so that a size traced as a symbol stays one."""
+    B = (K + block - 1) // block
+    return (K + B + 1) // 2 + 2 * B
+
+
+def _aligned_magnitudes(a, b, A, B, S, K, ctx):
+    """S^ = sum_k max(|a_k|, n_a) max(|b_k|, n_b), the magnitudes the alignment sees, n the
+    formats' smallest normals: a subnormal's exponent field is the smallest normal's, and so is
+    a zero's, which therefore counts too; the last block's padding (zeros times zeros) adds at
+    most block - 1 products n_a n_b.  S itself where no operand is below its smallest normal."""
+    na, nb = a.repr_fmt.min_normal, b.repr_fmt.min_normal
+    small_a, small_b = A < na, B < nb
+    if not ctx.any(small_a) and not ctx.any(small_b):
+        return S
+    Ah, Bh = A.clamp(min=na), B.clamp(min=nb)
+    return Ah @ Bh + (tensor_core_block(a, b) - 1) * na * nb
+
+
+def _dot_underflow(fm, a, b, A, B, K, acc, gamma, label, ctx, tensor_core=False):
     """The absolute underflow term of a dot (docs/design.md §4.1): each of its K products may
     be tiny (``underflow_threshold``), rounded to a subnormal or fused into an FMA whose
     subnormal result is rounded: at most one absolute error eta per product (half the
@@ -512,7 +569,9 @@ def _dot_underflow(fm, a, b, A, B, K, acc, gamma, label, ctx):
     may = (amin * bmin) < thr
     if not ctx.any(may):
         return fm
-    return FM.add_det(fm, f"{label} (underflow)", may.to(torch.float64) * (K * eta * (1 + gamma)), ctx.condensed)
+    # a tensor core's rounding toward zero of a subnormal sum loses up to 2 eta, once an instruction
+    n = K + 2 * ((K + 7) // 8) if tensor_core else K
+    return FM.add_det(fm, f"{label} (underflow)", may.to(torch.float64) * (n * eta * (1 + gamma)), ctx.condensed)
 
 
 def div_rn(a, b) -> Tracked:

@@ -374,10 +374,23 @@ def _as_cond(c) -> Cond:
 
 # --------------------------------------------------------------------------- tracked tensor
 
+def _folded_into_dot(fm, x, y, shape, ctx):
+    """``dot + c`` where Triton folds c into the dot's accumulator (one K step, or an online
+    softmax's ``tl.dot(p, v, acc)``): every instruction of the dot then aligns and rounds with c
+    among its terms, which adds the dot's relative tensor-core bound times |c| (``dot_fold``, set
+    by ops.matmul); the add's own rounding, kept, covers the unfolded add."""
+    for dot, other in ((x, y), (y, x)):
+        if dot.dot_fold is None:
+            continue
+        mag = (other.c.abs() + other.radius()).expand(shape)
+        fm = FM.add_det(fm, ctx.label("fp32 add folded into a tensor-core dot"), dot.dot_fold * mag, ctx.condensed)
+    return fm
+
+
 class Tracked:
     """A value of the reference program, as a kernel would hold it."""
 
-    __slots__ = ("c", "fmt", "repr_fmt", "form", "ctx", "taint", "pre", "_R", "k", "scaled_by")
+    __slots__ = ("c", "fmt", "repr_fmt", "form", "ctx", "taint", "pre", "_R", "k", "scaled_by", "dot_fold")
     __array_priority__ = 1000
 
     def __init__(self, c, fmt, form, ctx, *, repr_fmt=None, taint=None, pre=None):
@@ -391,6 +404,9 @@ class Tracked:
         self._R = None
         self.k = None        # the Python number, for a constant of the program
         self.scaled_by = None  # the Python number a product multiplied by (exp2's log2 e)
+        # a tensor-core dot's result as it leaves the dot (ops.matmul): the relative bound that a
+        # value Triton folds into the dot's accumulator takes (_folded_into_dot)
+        self.dot_fold = None
 
     # ---- basics
     @property
@@ -520,8 +536,11 @@ class Tracked:
         if _subset(self.repr_fmt, fmt):
             # no rounding: the value (and the rounding that made it, for the
             # rounding-interval check of an output) stay what they were
-            return Tracked(self.c, fmt, self.form, self.ctx, repr_fmt=self.repr_fmt, taint=self.taint,
-                           pre=self.pre if fmt == self.fmt else None)
+            t = Tracked(self.c, fmt, self.form, self.ctx, repr_fmt=self.repr_fmt, taint=self.taint,
+                        pre=self.pre if fmt == self.fmt else None)
+            if fmt == self.fmt:
+                t.dot_fold = self.dot_fold     # a no-op cast: Triton still folds an add into the dot
+            return t
         return self._round(fmt, f"round to {fmt} (.to)", settle=True)
 
     def _settle(self, src: "Tracked", normal: Tensor, rlo: Tensor | None = None) -> "Tracked":
@@ -601,6 +620,7 @@ class Tracked:
         else:  # pragma: no cover
             raise AssertionError(op)
         c = c.expand(shape).clone() if c.shape != shape else c
+        fm = _folded_into_dot(fm, x, y, shape, self.ctx)
         fm = _fp64_slack(fm, c, self.ctx)
         inf = _infinite_sum(x, y)
         if inf is not None and self.ctx.any(inf):

@@ -17,6 +17,9 @@ from pathlib import Path
 
 from ..errors import InvalidArgument
 
+# the dot accumulation models a profile may name (MathProfile.dot)
+DOTS = ("nearest", "tensor_core")
+
 # exp(-inf) = exp2(-inf) = +0 exactly: IEEE 754-2019 §9.2.1 for the recommended functions, and
 # NVIDIA's expf/exp2f and ex2.approx document the same; a masked logit (tl.where(mask, x, -inf))
 # takes this path in every softmax written with -inf
@@ -52,6 +55,15 @@ class MathProfile:
     # (exp(0) = 1), measured by ``numoracle calibrate`` or documented; there the calculus
     # gives the call no error at all
     exact: dict = field(default_factory=dict)
+    # how tl.dot accumulates in fp32 (DOTS): "nearest", every addition rounded to nearest (the
+    # interpreter's float32 matmul), or "tensor_core", the measured sm_90 tensor-core algorithm
+    # (docs/design.md §4.4: blocks of products aligned to the largest exponent, truncated, the
+    # block's sum rounded toward zero), which the calculus bounds beside the nearest one
+    dot: str = "tensor_core"
+
+    def __post_init__(self):
+        if self.dot not in DOTS:
+            raise InvalidArgument(f"math profile {self.name!r}: dot={self.dot!r}, expected one of {DOTS}.")
 
     def exact_points(self, fn: str) -> tuple:
         """The measured exact points of fn, and the values IEEE 754 defines on every library
@@ -75,6 +87,7 @@ class MathProfile:
             "units_below_one": self.units_below_one,
             "functions": {k: {"a": m.a, "b": m.b} for k, m in self.functions.items()},
             "exact": {k: [list(p) for p in v] for k, v in self.exact.items()},
+            "dot": self.dot,
             "provenance": self.provenance,
         }
 
@@ -86,8 +99,12 @@ def from_dict(d: dict) -> MathProfile:
         unknown = sorted(set(exact) - set(fns))
         if unknown:
             raise ValueError(f"exact points for {unknown}, which have no error model")
+        # a profile without "dot" (written before it existed) gets the tensor-core model, whose
+        # bound contains the nearest one
         return MathProfile(str(d["name"]), fns, bool(d.get("ftz", False)), dict(d.get("provenance", {})),
-                           bool(d.get("units_below_one", False)), exact)
+                           bool(d.get("units_below_one", False)), exact, str(d.get("dot", "tensor_core")))
+    except InvalidArgument:
+        raise
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidArgument(
             f"malformed math profile: {exc!r}. Expected {{'name': str, 'ftz': bool, "

@@ -796,7 +796,10 @@ def calibrate(backend: str = "interpreter", functions=None, samples: int = 1 << 
         name = run.backend if run.backend == "interpreter" else \
             (prov["device"].split()[-1].lower() if prov["device"].split() else "gpu")
     exact = {**inherited_exact, **{k: v["exact"] for k, v in report.items() if v.get("exact")}}
-    profile = {"name": name, "ftz": bool(ftz), "units_below_one": below_one,
+    # tl.dot's accumulation is not measured here: the interpreter's is float32 matmul (to nearest),
+    # a GPU's the tensor-core model (docs/design.md §4.4)
+    profile = {"name": name, "ftz": bool(ftz), "dot": "nearest" if run.backend == "interpreter" else "tensor_core",
+               "units_below_one": below_one,
                "functions": {k: funcs[k] for k in FUNCTION_NAMES if k in funcs},
                "exact": {k: exact[k] for k in FUNCTION_NAMES if k in exact}, "provenance": prov,
                "measurements": {k: {kk: vv for kk, vv in v.items()} for k, v in report.items()}}

@@ -24,7 +24,7 @@ line of the launcher are one site each).  Then, per output:
 
 A difference the reference's bound covers anyway (a correctly rounded function where the
 reference assumes an approximate one, a tensor-core dot accumulating in fp32 with the
-instruction's own rounding) is a note, not a disagreement.
+instruction's own rounding, which GPU profiles bound) is a note, not a disagreement.
 """
 
 from __future__ import annotations
@@ -531,18 +531,16 @@ def _dot_checks(i, dots: list, ref_dots: dict) -> list:
                                              "w8a8_block_fp8_matmul's --param dot_acc=tf32)",
                                       _kpos([l.site]), _rpos(ref_all), [i]))
         elif mma:
-            found.append(Disagreement("dot", f"the kernel's dot runs on tensor cores ({mma}); the reference's "
-                                             f"{'/'.join(sorted(ref_acc))} accumulation bound assumes round-to-nearest "
-                                             "additions",
+            found.append(Disagreement("dot", f"the kernel's dot runs on tensor cores ({mma}), which truncate and "
+                                             f"round toward zero: a GPU profile bounds that (docs/design.md §4.4) "
+                                             f"beside the reference's {'/'.join(sorted(ref_acc))} accumulation",
                                       _kpos([l.site]), [], [i], "note"))
             if d.get("acc_from"):
                 found.append(Disagreement(
                     "dot", f"the kernel's dot starts its accumulation from data loaded at {d['acc_from']} (Triton "
                            f"folds `tl.dot(a, b) + bias` into the dot when nothing comes between, as with one K "
-                           f"step): the tensor core adds it with the dot's own rounding, where the reference's "
-                           f"separate add rounds to nearest. A GPU reject near a rounding boundary of such an "
-                           f"element may be this, not the kernel (docs/results/"
-                           f"2026-12-06-h100-user-kernels-attention.md)", _kpos([l.site]), [], [i], "note"))
+                           f"step): the tensor core adds it with the dot's own rounding, which a GPU profile bounds "
+                           f"for an add of a dot's result (docs/design.md §4.4)", _kpos([l.site]), [], [i], "note"))
     return found
 
 

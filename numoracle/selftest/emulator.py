@@ -41,6 +41,7 @@ Tensor = torch.Tensor
 
 FAULTS = ("truncating_store", "bf16_accumulation", "no_widening", "ulp_off_store")
 ROUNDINGS = ("nearest", "up", "down", "away")
+DOTS = ("nearest", "tensor_core", "tensor_core_folded")
 # functions whose values lie strictly inside (-1, 1) (calculus.functions strict_bound)
 _BELOW_ONE = ("sigmoid", "tanh", "erf")
 _EXACT = {"exp": torch.exp, "exp2": torch.exp2, "log": torch.log, "log2": torch.log2,
@@ -58,6 +59,10 @@ class Plan:
     profile: MathProfile | str = "interpreter"
     faults: tuple = ()
     rounding: str = "nearest"    # "nearest" | "up" | "down" | "away" (arithmetic sites)
+    # "nearest": a dot's additions round as a sum's; "tensor_core": the measured sm_90
+    # instruction (tensor_core_dot), and an add of a dot's result folded into it half the time
+    # ("tensor_core_folded": every time)
+    dot: str = "nearest"
     gen: torch.Generator = field(default=None, repr=False)
 
     @classmethod
@@ -71,6 +76,8 @@ class Plan:
             raise InvalidArgument(f"unknown fault(s) {sorted(bad)}; expected some of {FAULTS}.")
         if self.rounding not in ROUNDINGS:
             raise InvalidArgument(f"rounding={self.rounding!r}: expected one of {ROUNDINGS}.")
+        if self.dot not in DOTS:
+            raise InvalidArgument(f"dot={self.dot!r}: expected one of {DOTS}.")
         if isinstance(self.profile, str):
             self.profile = load_profile(self.profile)
         self.gen = torch.Generator().manual_seed(self.seed)
@@ -108,14 +115,16 @@ def round_site(plan: Plan, exact: Tensor, fmt) -> Tensor:
 
 
 class Emulated:
-    __slots__ = ("v", "fmt", "plan", "prod", "pre", "site")
+    __slots__ = ("v", "fmt", "plan", "prod", "pre", "site", "dot")
     __array_priority__ = 1000
 
-    def __init__(self, v, fmt, plan, prod=None, pre=None, site=None):
+    def __init__(self, v, fmt, plan, prod=None, pre=None, site=None, dot=None):
         self.v, self.fmt, self.plan, self.prod, self.pre = v, fmt, plan, prod, pre
         # site: "arith" where v is pre rounded at an arithmetic site (an output's store rounds
         # to nearest), "cast" where an explicit cast rounded pre
         self.site = site
+        # a tensor-core dot's operands (a, b, their formats), for an add folded into it
+        self.dot = dot
 
     format = property(lambda self: self.fmt)
     shape = property(lambda self: tuple(self.v.shape))
@@ -148,7 +157,9 @@ class Emulated:
         if "no_widening" in self.plan.faults and fmt is F.fp32 and self.fmt in (F.bf16, F.fp16):
             return self
         if _subset(self.fmt, fmt):
-            return self._wrap(self.v, fmt)
+            w = self._wrap(self.v, fmt)
+            w.dot = self.dot if fmt is self.fmt else None
+            return w
         return self._cast(self.v, fmt)
 
     def _binary(self, o, op, reverse=False):
@@ -162,6 +173,9 @@ class Emulated:
         if op == "mul":
             exact = x.v * y.v
             return self._rounded(exact, fmt, prod=exact)
+        folded = _fold(x, y, op)
+        if folded is not None:
+            return folded
         # a contracted multiply-add uses the unrounded product of its operand
         xv = x.prod if (self.plan.fma and x.prod is not None and x.fmt is fmt) else x.v
         yv = y.prod if (self.plan.fma and y.prod is not None and y.fmt is fmt) else y.v
@@ -440,10 +454,57 @@ def logsumexp(x: Emulated, axis=-1, keepdims=False, exp="exp2", order="any"):
     return lse if keepdims else lse.squeeze(axis)
 
 
+def _exponents(x: Tensor, fmt) -> Tensor:
+    """floor(log2 |x|), at least fmt's smallest normal exponent (a subnormal's and a zero's
+    exponent field is the same as the smallest normal's)."""
+    e = torch.floor(torch.log2(x.abs().clamp(min=fmt.min_normal)))
+    return e
+
+
+def tensor_core_dot(a: Tensor, b: Tensor, a_fmt, b_fmt, init: Tensor | None = None, block: int = 16) -> Tensor:
+    """The sm_90 tensor-core dot as measured on an H100 (docs/design.md §4.4): a [.., M, K] and
+    b [.., K, N] float64 tensors of a_fmt/b_fmt values, init the fp32 accumulator's start
+    (zeros by default); each block of ``block`` products is added to the accumulator as one sum
+    whose terms are truncated toward zero below 2^(E - 25), E the largest exponent among them (a
+    product's the sum of its operands'), and that sum is rounded toward zero to fp32.  Every
+    step is exact in float64 (terms of at most 22 significant bits, sums below 2^32 units)."""
+    prods = a.unsqueeze(-1) * b.unsqueeze(-3)                     # [.., M, K, N]
+    exps = _exponents(a, a_fmt).unsqueeze(-1) + _exponents(b, b_fmt).unsqueeze(-3)
+    shape = torch.broadcast_shapes(prods.shape[:-2] + prods.shape[-1:], () if init is None else init.shape)
+    accv = torch.zeros(shape, dtype=torch.float64) if init is None else init.expand(shape).clone()
+    K = a.shape[-1]
+    for k0 in range(0, K, block):
+        p, e = prods[..., k0:k0 + block, :], exps[..., k0:k0 + block, :]
+        e_acc = _exponents(accv, F.fp32)
+        E = torch.maximum(e.amax(-2), e_acc)
+        unit = torch.exp2(E - 25)
+        terms = torch.cat([accv.unsqueeze(-2), p.expand(*shape[:-1], p.shape[-2], shape[-1])], -2)
+        s = (torch.trunc(terms / unit.unsqueeze(-2)) * unit.unsqueeze(-2)).sum(-2)
+        accv = F.round(s, F.fp32, "rtz")
+    return accv
+
+
+def _fold(x: Emulated, y: Emulated, op: str):
+    """``dot + c`` with the add folded into the dot's accumulator, as Triton does for a
+    tensor-core dot (half the time under dot="tensor_core", always under "tensor_core_folded")."""
+    if op != "add" or x.plan.dot == "nearest":
+        return None
+    for d, c in ((x, y), (y, x)):
+        if d.dot is not None and (x.plan.dot == "tensor_core_folded" or x.plan.randint(2)):
+            a, b, af, bf = d.dot
+            v = tensor_core_dot(a, b, af, bf, init=F.round(c.v, F.fp32))
+            return Emulated(v, F.fp32, x.plan, pre=v)
+    return None
+
+
 def matmul(a: Emulated, b: Emulated, acc=None, order="any", ftz=False):
     proto = a if isinstance(a, Emulated) else b
     a, b = proto._coerce(a), proto._coerce(b)
     acc = _fmt_arg(acc) if acc is not None else F.fp32
+    if a.plan.dot != "nearest" and acc is F.fp32 and a.fmt.precision + b.fmt.precision <= acc.precision:
+        block = 16 if builtins.max(a.fmt.bits, b.fmt.bits) == 16 else 8
+        v = tensor_core_dot(a.v, b.v, a.fmt, b.fmt, block=block)
+        return Emulated(v, acc, a.plan, pre=v, dot=(a.v, b.v, a.fmt, b.fmt))
     prods = a.v.unsqueeze(-1) * b.v.unsqueeze(-3)           # [.., M, K, N], exact in float64
     if a.fmt.precision + b.fmt.precision > acc.precision:
         prods = round_site(a.plan, prods, acc)
