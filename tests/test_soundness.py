@@ -34,7 +34,9 @@ def cases(draw, program):
     scale_exp = draw(st.sampled_from([-4, -2, 2, 4]))
     seed = draw(st.integers(0, 2**31 - 1))
     plan = dict(order=draw(st.sampled_from(["random", "sequential", "tree", "blocked"])),
-                fma=draw(st.booleans()), math=draw(st.sampled_from(["random", "extreme"])))
+                fma=draw(st.booleans()), math=draw(st.sampled_from(["random", "extreme"])),
+                # a GPU's tensor-core dots, judged under the GPU profile (docs/design.md §4.4)
+                dot=draw(st.sampled_from(["nearest", "tensor_core", "tensor_core_folded"])))
     return dtype, rows, cols, family, scale_exp, seed, plan
 
 
@@ -48,10 +50,12 @@ def test_emulated_correct_kernel_never_rejected_in_fixed_mode(program, n):
         if plan["order"] == "sequential" and cols > 512:
             plan["order"] = "blocked"     # keeps the Python-level sequential loop short
         inputs = make_inputs(program, dtype, rows, cols, family, scale_exp, seed)
-        res = judge_emulated(program, inputs, Plan(seed=seed, **plan))
+        gpu = plan["dot"] != "nearest"
+        res = judge_emulated(program, inputs, Plan(seed=seed, profile="h200" if gpu else "interpreter", **plan),
+                             backend="gpu" if gpu else "interpreter")
         if REPORT:
             with open(REPORT, "a") as fh:
-                fh.write(json.dumps({"program": program, "family": family, "dtype": dtype, "rows": rows,
+                fh.write(json.dumps({"program": program, "family": family, "dtype": dtype, "rows": rows, "dot": plan["dot"],
                                      "cols": cols, "fixed": res["fixed"].status,
                                      "statistical": res["statistical"].status}) + "\n")
         assert res["fixed"].status != "reject", res["fixed"].explain()

@@ -10,11 +10,15 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import numoracle as no
-from numoracle import formats as F
-from numoracle.check import check
-from numoracle.formats import bf16, fp16, fp32
-from numoracle.selftest.emulator import Plan, emulate, tensor_core_dot
+from numoracle import backends
+
+backends.select("interpreter")     # the flash attention kernel below runs on the CPU
+
+import numoracle as no  # noqa: E402
+from numoracle import formats as F  # noqa: E402
+from numoracle.check import check  # noqa: E402
+from numoracle.formats import bf16, fp16, fp32  # noqa: E402
+from numoracle.selftest.emulator import Plan, emulate, tensor_core_dot  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "h100_tensor_core.json"
 
@@ -128,3 +132,21 @@ def test_the_assumptions_of_a_gpu_verdict_name_the_tensor_core_model():
     assert any(line.startswith("dot: tl.dot") and "§4.4" in line for line in v.assumptions.lines())
     v = check(dot, (a.double() @ a.double().T).float(), (a, a.T.contiguous()))
     assert not any(line.startswith("dot:") for line in v.assumptions.lines())
+
+
+@pytest.mark.parametrize("n", [16, 40])
+def test_flash_attention_folds_its_rescaled_accumulator_into_the_dot_and_stays_judged(n):
+    """The online softmax's ``tl.dot(p, v, acc)`` end to end (the reference's
+    ``acc * alpha + no.matmul(p, v)``): emulated with every such add folded into the tensor-core
+    dot, under the GPU profile, it is accepted in both modes; the kernel that forgets the
+    rescale is still rejected past one block. (The folded-add term itself is what the property
+    test above needs; here the exponentials' errors dominate.)"""
+    from tests.fixtures import user_attention as A
+    x, p = A.inputs(n, seed=1)
+    for seed in range(3):
+        y = emulate(A.attention_online, x, p, plan=Plan(seed=seed, profile="h200", dot="tensor_core_folded"))
+        for mode in ("fixed", "statistical"):
+            v = check(A.attention_online, y, x, p, mode=mode, backend="gpu", profile="h200")
+            assert v.status == "accept", (seed, mode, v.explain())
+    bad = check(A.attention_online, A.attention_noalpha(*x, **p), x, p, mode="fixed", backend="gpu", profile="h200")
+    assert bad.status == ("reject" if n > 16 else "accept")

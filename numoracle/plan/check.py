@@ -533,7 +533,7 @@ def _dot_checks(i, dots: list, ref_dots: dict) -> list:
         elif mma:
             found.append(Disagreement("dot", f"the kernel's dot runs on tensor cores ({mma}), which truncate and "
                                              f"round toward zero: a GPU profile bounds that (docs/design.md §4.4) "
-                                             f"beside the reference's {'/'.join(sorted(ref_acc))} accumulation",
+                                             f"beside the reference's {'/'.join(sorted(ref_acc))} accumulation bound",
                                       _kpos([l.site]), [], [i], "note"))
             if d.get("acc_from"):
                 found.append(Disagreement(
