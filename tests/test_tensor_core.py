@@ -3,6 +3,7 @@ computed, bit for bit, and the calculus's tensor-core bound contains what that i
 compute, folded adds included, where the round-to-nearest bound does not."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,8 @@ from numoracle.formats import bf16, fp16, fp32  # noqa: E402
 from numoracle.selftest.emulator import Plan, emulate, tensor_core_dot  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "h100_tensor_core.json"
+# NUMORACLE_TENSOR_CORE_EXAMPLES=3000 python -m pytest tests/test_tensor_core.py -k contains: a long run
+EXAMPLES = int(os.environ.get("NUMORACLE_TENSOR_CORE_EXAMPLES", "150"))
 
 
 @no.reference(outputs=("y",))
@@ -85,7 +88,7 @@ def dot_cases(draw):
     return a.to(dtype), b.to(dtype), c.to(torch.float32)
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(dot_cases(), st.integers(0, 3))
 def test_the_tensor_core_bound_contains_every_tensor_core_dot(case, seed):
     """The emulated sm_90 instruction, an add folded into it every time, judged under the GPU
