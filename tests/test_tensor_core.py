@@ -153,3 +153,23 @@ def test_flash_attention_folds_its_rescaled_accumulator_into_the_dot_and_stays_j
             assert v.status == "accept", (seed, mode, v.explain())
     bad = check(A.attention_online, A.attention_noalpha(*x, **p), x, p, mode="fixed", backend="gpu", profile="h200")
     assert bad.status == ("reject" if n > 16 else "accept")
+
+
+def test_a_long_dot_of_positive_terms_leans_toward_zero_and_the_statistical_mode_allows_it(monkeypatch):
+    """Every truncation and rounding toward zero errs the same way where all terms are
+    positive: over K = 16384 the emulated tensor core's error is systematic, beyond the
+    statistical radius of a model in which it is all random. The deterministic half
+    (``ops.tensor_core_lean``) keeps the statistical mode accepting; without it all 64
+    elements are rejected."""
+    from numoracle.calculus import ops
+    g = torch.Generator().manual_seed(0)
+    K = 16384
+    a = torch.randn(8, K, generator=g).abs().to(torch.bfloat16)
+    b = torch.randn(K, 8, generator=g).abs().to(torch.bfloat16)
+    y = tensor_core_dot(a.double(), b.double(), bf16, bf16).float()
+    for mode in ("fixed", "statistical"):
+        assert check(dot, y, (a, b), mode=mode, backend="gpu", profile="h200").status == "accept", mode
+    lean = ops.tensor_core_lean
+    monkeypatch.setattr(ops, "tensor_core_lean", lambda *args: (lean(*args)[0] * 0, lean(*args)[1]))
+    v = check(dot, y, (a, b), mode="statistical", backend="gpu", profile="h200")
+    assert v.status == "reject" and int(v.outputs[0].rejected.sum()) == 64

@@ -470,16 +470,22 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False) -
     gamma = _gamma(ctx, d, u, a.c.device)
     tc = None
     if tensor_core_dot(ctx, a, b, acc, exact_products):
-        # the tensor core's own bound (tensor_core_depth); the nearest one below stays for a dot
-        # Triton runs with FMAs instead, and the larger of the two is the fixed-input radius
-        g_tc = _gamma(ctx, tensor_core_depth(K, tensor_core_block(a, b)), u, a.c.device)
+        # the tensor core's own bound (tensor_core_depth) beside the nearest one, which stays for
+        # a dot Triton runs with FMAs: the larger is the worst case.  Its errors lean toward zero,
+        # so half of each (tensor_core_lean) is a deterministic term and only the rest random
+        block = tensor_core_block(a, b)
+        g_tc = _gamma(ctx, tensor_core_depth(K, block), u, a.c.device)
         fold = g_tc * (1 + g_tc)
-        tc = fold * _aligned_magnitudes(a, b, A, B, S, K, ctx)
-        fm = FM.add_det(fm, f"{label} (tensor cores)", tc, ctx.condensed)
-    if d:
+        S_hat = _aligned_magnitudes(a, b, A, B, S, K, ctx)
+        tc = fold * S_hat
+        lean, lean_var = tensor_core_lean(K, block, u, S_hat, S, g_tc, ctx)
+        fm = FM.add_det(fm, f"{label} (tensor cores, toward zero)", lean, ctx.condensed)
+        worst = torch.maximum(gamma * S, tc) - lean if d else tc - lean
+        var = torch.maximum(d * (u * S * (1 + gamma)) ** 2, lean_var) if d else lean_var
+        fm = FM.add_private(fm, FM.Entry(worst, var, frozenset((ctx.new_key(),)), label), ctx.condensed)
+    elif d:
         key = ctx.new_key()
-        worst = gamma * S if tc is None else (gamma * S - tc).clamp(min=0)
-        fm = FM.add_private(fm, FM.Entry(worst, d * (u * S * (1 + gamma)) ** 2, frozenset((key,)), label),
+        fm = FM.add_private(fm, FM.Entry(gamma * S, d * (u * S * (1 + gamma)) ** 2, frozenset((key,)), label),
                             ctx.condensed)
     elif ctx.columns:
         # the plan reader's run: a dot over K = 1 rounds nothing, but it is the kernel's tl.dot
@@ -535,6 +541,25 @@ def tensor_core_depth(K, block: int):
     arithmetic only, so that a size traced as a symbol stays one."""
     B = (K + block - 1) // block
     return (K + B + 1) // 2 + 2 * B
+
+
+def tensor_core_lean(K, block: int, u: float, S_hat, S, g, ctx):
+    """The part of a tensor-core dot's error that leans one way, and the variance proxy of the
+    rest (docs/design.md §4.4).  A truncation toward zero errs by a fraction f in [0, 1) of its
+    unit (below (u/2) S^): f/2 of it, on average, toward zero, up to (u/4) S^ per term, K + B
+    terms; the remainder, (f - 1/2) of the unit, is as symmetric as a rounding to nearest, proxy
+    ((u/4) S^)^2 per term.  Each instruction's rounding toward zero likewise: up to u S leaning,
+    proxy (u S)^2.  Counts go through tensors where the size is a traced symbol."""
+    B = (K + block - 1) // block
+    if ctx.symbolic:
+        one = torch.ones((), dtype=torch.float64, device=S.device)
+        terms, B = one * (K + B), one * B
+    else:
+        terms = K + B
+    grow = 1 + g
+    lean = (terms * (u / 4) * S_hat + B * u * S) * grow
+    var = (terms * ((u / 4) * S_hat) ** 2 + B * (u * S) ** 2) * grow ** 2
+    return lean, var
 
 
 def _aligned_magnitudes(a, b, A, B, S, K, ctx):
