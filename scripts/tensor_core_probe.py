@@ -19,30 +19,31 @@ import collections
 import json
 import sys
 
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def kernel(a_ptr, b_ptr, bias_ptr, y_ptr, M, N, K, START: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+           BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    bias = tl.load(bias_ptr + rn, mask=rn < N, other=0.0)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    if START == 1:
+        acc = acc + bias[None, :]
+    for k0 in range(0, K, BK):
+        rk = k0 + tl.arange(0, BK)
+        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+    if START == 2:
+        acc = acc + bias[None, :]
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
 
 def measure(path):
-    import torch
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def kernel(a_ptr, b_ptr, bias_ptr, y_ptr, M, N, K, START: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-               BK: tl.constexpr):
-        rm = tl.program_id(0) * BM + tl.arange(0, BM)
-        rn = tl.program_id(1) * BN + tl.arange(0, BN)
-        bias = tl.load(bias_ptr + rn, mask=rn < N, other=0.0)
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        if START == 1:
-            acc = acc + bias[None, :]
-        for k0 in range(0, K, BK):
-            rk = k0 + tl.arange(0, BK)
-            a = tl.load(a_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
-            b = tl.load(b_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
-            acc = tl.dot(a, b, acc)
-        if START == 2:
-            acc = acc + bias[None, :]
-        tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
-
     g = torch.Generator().manual_seed(1)
 
     def inputs(kind, M, K, N, dt):
@@ -84,8 +85,6 @@ def measure(path):
 
 
 def judge(path, out_json=None):
-    import torch
-
     import numoracle as no
     from numoracle import formats as F
     from numoracle.check import check

@@ -173,3 +173,25 @@ def test_a_long_dot_of_positive_terms_leans_toward_zero_and_the_statistical_mode
     monkeypatch.setattr(ops, "tensor_core_lean", lambda *args: (lean(*args)[0] * 0, lean(*args)[1]))
     v = check(dot, y, (a, b), mode="statistical", backend="gpu", profile="h200")
     assert v.status == "reject" and int(v.outputs[0].rejected.sum()) == 64
+
+
+@no.reference(outputs=("y",))
+def bias_dot(a, b, c):
+    return c + no.matmul(a, b, acc=fp32)
+
+
+def test_a_gpu_fma_dot_that_starts_from_its_accumulator_is_inside_the_folded_bound():
+    """42 results of ``tl.dot(a, b, acc, input_precision="ieee")`` on fp32 operands measured on an
+    H100 (FMAs from the loaded accumulator: it passes every rounding), each outside the region of
+    ``c + no.matmul(a, b)`` without the fold (the interpreter's profile) and inside the GPU
+    profile's, which adds the folded accumulator's roundings."""
+    data = json.loads((Path(__file__).parent / "fixtures" / "h100_fma_dot.json").read_text())
+    for case in data["cases"]:
+        a = torch.tensor([[float.fromhex(v) for v in case["a"]]], dtype=torch.float32)
+        b = torch.tensor([[float.fromhex(v)] for v in case["b"]], dtype=torch.float32)
+        c = torch.tensor([[float.fromhex(case["c"])]], dtype=torch.float32)
+        y = torch.tensor([[float.fromhex(case["y"])]], dtype=torch.float32)
+        assert check(bias_dot, y, (a, b, c), mode="fixed", backend="interpreter").status == "reject", case
+        for mode in ("fixed", "statistical"):
+            v = check(bias_dot, y, (a, b, c), mode=mode, backend="gpu", profile="h200")
+            assert v.status == "accept", (case, mode, v.explain())

@@ -508,7 +508,12 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False) -
     out = Tracked(c, acc, fm, ctx, taint=taint)
     if tc is not None:
         # Triton may fold an add of this value into the dot's accumulator (tracked._folded_into_dot)
-        out.dot_fold = fold
+        out.dot_fold = (fold, None)
+    elif ctx.profile.dot == "tensor_core":
+        # a GPU dot on FMAs (fp32 operands, inputPrecision="ieee") folds it too: the added value
+        # passes every one of the K roundings, and each term one more than the dot's own depth
+        g1 = _gamma(ctx, d + 1, u, a.c.device)
+        out.dot_fold = (g1, (g1 - gamma) * S)
     return out
 
 
@@ -563,16 +568,17 @@ def tensor_core_lean(K, block: int, u: float, S_hat, S, g, ctx):
 
 
 def _aligned_magnitudes(a, b, A, B, S, K, ctx):
-    """S^ = sum_k max(|a_k|, n_a) max(|b_k|, n_b), the magnitudes the alignment sees, n the
-    formats' smallest normals: a subnormal's exponent field is the smallest normal's, and so is
-    a zero's, which therefore counts too; the last block's padding (zeros times zeros) adds at
-    most block - 1 products n_a n_b.  S itself where no operand is below its smallest normal."""
+    """S^ = sum_k |a_k|^ |b_k|^, the magnitudes the alignment sees: a subnormal operand's exponent
+    field is its format's smallest normal one, n, so |x|^ = max(|x|, n) for x != 0 (A and B bound
+    |x| from above; a zero, exactly 0 there, is left out of the alignment, as the H100 does).
+    S itself where no non-zero operand is below its smallest normal."""
     na, nb = a.repr_fmt.min_normal, b.repr_fmt.min_normal
-    small_a, small_b = A < na, B < nb
+    small_a, small_b = (A > 0) & (A < na), (B > 0) & (B < nb)
     if not ctx.any(small_a) and not ctx.any(small_b):
         return S
-    Ah, Bh = A.clamp(min=na), B.clamp(min=nb)
-    return Ah @ Bh + (tensor_core_block(a, b) - 1) * na * nb
+    Ah = torch.where(A > 0, A.clamp(min=na), A)
+    Bh = torch.where(B > 0, B.clamp(min=nb), B)
+    return Ah @ Bh
 
 
 def _dot_underflow(fm, a, b, A, B, K, acc, gamma, label, ctx, tensor_core=False):

@@ -377,13 +377,17 @@ def _as_cond(c) -> Cond:
 def _folded_into_dot(fm, x, y, shape, ctx):
     """``dot + c`` where Triton folds c into the dot's accumulator (one K step, or an online
     softmax's ``tl.dot(p, v, acc)``): every instruction of the dot then aligns and rounds with c
-    among its terms, which adds the dot's relative tensor-core bound times |c| (``dot_fold``, set
-    by ops.matmul); the add's own rounding, kept, covers the unfolded add."""
+    among its terms: ``dot_fold`` (set by ops.matmul) is the factor on |c| and an absolute term
+    (the one rounding more each product passes on FMAs, or None); the add's own rounding, kept,
+    covers the unfolded add."""
     for dot, other in ((x, y), (y, x)):
         if dot.dot_fold is None:
             continue
-        mag = (other.c.abs() + other.radius()).expand(shape)
-        fm = FM.add_det(fm, ctx.label("fp32 add folded into a tensor-core dot"), dot.dot_fold * mag, ctx.condensed)
+        factor, extra = dot.dot_fold
+        mag = factor * (other.c.abs() + other.radius()).expand(shape)
+        if extra is not None:
+            mag = mag + extra.expand(shape)
+        fm = FM.add_det(fm, ctx.label("fp32 add folded into a dot"), mag, ctx.condensed)
     return fm
 
 

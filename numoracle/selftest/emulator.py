@@ -455,18 +455,19 @@ def logsumexp(x: Emulated, axis=-1, keepdims=False, exp="exp2", order="any"):
 
 
 def _exponents(x: Tensor, fmt) -> Tensor:
-    """floor(log2 |x|), at least fmt's smallest normal exponent (a subnormal's and a zero's
-    exponent field is the same as the smallest normal's)."""
+    """floor(log2 |x|), at least fmt's smallest normal exponent (a subnormal's exponent field is
+    the smallest normal's); -inf for a zero, which the alignment leaves out (measured)."""
     e = torch.floor(torch.log2(x.abs().clamp(min=fmt.min_normal)))
-    return e
+    return torch.where(x != 0, e, torch.full_like(e, -math.inf))
 
 
 def tensor_core_dot(a: Tensor, b: Tensor, a_fmt, b_fmt, init: Tensor | None = None, block: int = 16) -> Tensor:
     """The sm_90 tensor-core dot as measured on an H100 (docs/design.md §4.4): a [.., M, K] and
     b [.., K, N] float64 tensors of a_fmt/b_fmt values, init the fp32 accumulator's start
     (zeros by default); each block of ``block`` products is added to the accumulator as one sum
-    whose terms are truncated toward zero below 2^(E - 25), E the largest exponent among them (a
-    product's the sum of its operands'), and that sum is rounded toward zero to fp32.  Every
+    whose terms are truncated toward zero below 2^(E - 25), E the largest exponent among its
+    non-zero terms (a product's the sum of its operands', a subnormal operand's counted as its
+    format's smallest normal one), and that sum is rounded toward zero to fp32.  Every
     step is exact in float64 (terms of at most 22 significant bits, sums below 2^32 units)."""
     prods = a.unsqueeze(-1) * b.unsqueeze(-3)                     # [.., M, K, N]
     exps = _exponents(a, a_fmt).unsqueeze(-1) + _exponents(b, b_fmt).unsqueeze(-3)
@@ -477,7 +478,8 @@ def tensor_core_dot(a: Tensor, b: Tensor, a_fmt, b_fmt, init: Tensor | None = No
         p, e = prods[..., k0:k0 + block, :], exps[..., k0:k0 + block, :]
         e_acc = _exponents(accv, F.fp32)
         E = torch.maximum(e.amax(-2), e_acc)
-        unit = torch.exp2(E - 25)
+        # a block of zeros only (E = -inf) sums to zero whatever the unit
+        unit = torch.where(torch.isfinite(E), torch.exp2(E - 25), torch.ones_like(E))
         terms = torch.cat([accv.unsqueeze(-2), p.expand(*shape[:-1], p.shape[-2], shape[-1])], -2)
         s = (torch.trunc(terms / unit.unsqueeze(-2)) * unit.unsqueeze(-2)).sum(-2)
         accv = F.round(s, F.fp32, "rtz")
