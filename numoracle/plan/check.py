@@ -521,7 +521,9 @@ def _dot_checks(i, dots: list, ref_dots: dict) -> list:
                                              "reference takes them as exact", _kpos([l.site]), _rpos(ref_all), [i]))
         if prec in ("tf32", "tf32x3") and l.site.src_fmt == "fp32" and "tf32" not in ref_acc:
             found.append(Disagreement("dot", f"the kernel's dot on fp32 operands uses inputPrecision={prec} "
-                                             "(operands rounded to TF32); the reference models fp32",
+                                             "(operands rounded to TF32); the reference models fp32 (an H100 "
+                                             "truncates TF32 operands, which a reference's .to(tf32) does not "
+                                             "model: docs/design.md §4.4; input_precision=\"ieee\" keeps fp32)",
                                       _kpos([l.site]), _rpos(ref_all), [i]))
         imp, mma = d.get("imprecise"), d.get("mma") or ""
         if imp and l.site.src_fmt in ("e4m3fn", "e5m2") and "v3" in mma and "tf32" not in ref_acc:
