@@ -90,5 +90,5 @@ def for_backend(backend: str, profile: str | None = None) -> Assumptions:
                        **dot)
 
 
-TENSOR_CORE_DOT = ("tl.dot of 16-bit or fp8 operands into fp32 adds as sm_90 tensor cores do (blocks of products "
+TENSOR_CORE_DOT = ("tl.dot of 16-bit operands into fp32 adds as sm_90 tensor cores do (blocks of products "
                    "truncated and rounded toward zero, docs/design.md §4.4), or in round-to-nearest")

@@ -473,10 +473,10 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False) -
         # the tensor core's own bound (tensor_core_depth) beside the nearest one, which stays for
         # a dot Triton runs with FMAs: the larger is the worst case.  Its errors lean toward zero,
         # so half of each (tensor_core_lean) is a deterministic term and only the rest random
-        block = tensor_core_block(a, b)
+        block = tensor_core_block(a.repr_fmt, b.repr_fmt)
         g_tc = _gamma(ctx, tensor_core_depth(K, block), u, a.c.device)
         fold = g_tc * (1 + g_tc)
-        S_hat = _aligned_magnitudes(a, b, A, B, S, K, ctx)
+        S_hat = _aligned_magnitudes(a, b, A, B, S, ctx)
         tc = fold * S_hat
         lean, lean_var = tensor_core_lean(K, block, u, S_hat, S, g_tc, ctx)
         fm = FM.add_det(fm, f"{label} (tensor cores, toward zero)", lean, ctx.condensed)
@@ -492,7 +492,7 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False) -
         # on the output's way (an entry of zeros names it there)
         z = torch.zeros_like(S)
         fm = FM.add_private(fm, FM.Entry(z, z, frozenset((ctx.new_key(),)), label), ctx.condensed)
-    fm = _dot_underflow(fm, a, b, A, B, K, acc, gamma, label, ctx, tensor_core=tc is not None)
+    fm = _dot_underflow(fm, a, b, A, B, K, acc, gamma, label, ctx, tc_block=block if tc is not None else None)
     if ftz:
         fm = _flush_anywhere(fm, c, K, acc, gamma, label, ctx)
     # every partial sum is a sum of a subset of the products, each through at most d roundings
@@ -520,9 +520,9 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False) -
 # ---- the sm_90 tensor-core dot (docs/design.md §4.4, measured on an H100)
 # One mma/wgmma instruction adds TC_BLOCK products of 16-bit operands to the fp32 accumulator as
 # one sum: every term (the accumulator too) truncated toward zero below 2^(E - 25), E the largest
-# exponent among them (a product's exponent is the sum of its operands', a subnormal or zero
-# operand counting as its format's smallest normal exponent), summed exactly, and the sum rounded
-# toward zero to fp32.
+# exponent among the non-zero terms (a product's exponent is the sum of its operands', a
+# subnormal operand counting as its format's smallest normal exponent), summed exactly, and the
+# sum rounded toward zero to fp32.  selftest.emulator.tensor_core_dot computes it.
 TC_BLOCK = 16
 
 
@@ -532,10 +532,10 @@ def tensor_core_dot(ctx, a, b, acc, exact_products: bool) -> bool:
     return ctx.profile.dot == "tensor_core" and exact_products and acc.name == "fp32"
 
 
-def tensor_core_block(a, b) -> int:
-    """Products per instruction: 16 measured for 16-bit operands; 8, more blocks and so a larger
-    bound, for anything else (fp8's instruction takes 32)."""
-    return TC_BLOCK if builtins.max(a.repr_fmt.bits, b.repr_fmt.bits) == 16 else 8
+def tensor_core_block(a_fmt, b_fmt) -> int:
+    """Products per instruction for operands of these formats: 16 measured for 16-bit ones (8 for
+    TF32); 8, more blocks and so a larger bound, for anything else."""
+    return TC_BLOCK if builtins.max(a_fmt.bits, b_fmt.bits) == 16 else 8
 
 
 def tensor_core_depth(K, block: int):
@@ -567,7 +567,7 @@ def tensor_core_lean(K, block: int, u: float, S_hat, S, g, ctx):
     return lean, var
 
 
-def _aligned_magnitudes(a, b, A, B, S, K, ctx):
+def _aligned_magnitudes(a, b, A, B, S, ctx):
     """S^ = sum_k |a_k|^ |b_k|^, the magnitudes the alignment sees: a subnormal operand's exponent
     field is its format's smallest normal one, n, so |x|^ = max(|x|, n) for x != 0 (A and B bound
     |x| from above; a zero, exactly 0 there, is left out of the alignment, as the H100 does).
@@ -581,7 +581,7 @@ def _aligned_magnitudes(a, b, A, B, S, K, ctx):
     return Ah @ Bh
 
 
-def _dot_underflow(fm, a, b, A, B, K, acc, gamma, label, ctx, tensor_core=False):
+def _dot_underflow(fm, a, b, A, B, K, acc, gamma, label, ctx, tc_block=None):
     """The absolute underflow term of a dot (docs/design.md §4.1): each of its K products may
     be tiny (``underflow_threshold``), rounded to a subnormal or fused into an FMA whose
     subnormal result is rounded: at most one absolute error eta per product (half the
@@ -601,7 +601,7 @@ def _dot_underflow(fm, a, b, A, B, K, acc, gamma, label, ctx, tensor_core=False)
     if not ctx.any(may):
         return fm
     # a tensor core's rounding toward zero of a subnormal sum loses up to 2 eta, once an instruction
-    n = K + 2 * ((K + 7) // 8) if tensor_core else K
+    n = K if tc_block is None else K + 2 * ((K + tc_block - 1) // tc_block)
     return FM.add_det(fm, f"{label} (underflow)", may.to(torch.float64) * (n * eta * (1 + gamma)), ctx.condensed)
 
 

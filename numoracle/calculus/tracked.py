@@ -408,8 +408,8 @@ class Tracked:
         self._R = None
         self.k = None        # the Python number, for a constant of the program
         self.scaled_by = None  # the Python number a product multiplied by (exp2's log2 e)
-        # a tensor-core dot's result as it leaves the dot (ops.matmul): the relative bound that a
-        # value Triton folds into the dot's accumulator takes (_folded_into_dot)
+        # a GPU dot's result as it leaves the dot (ops.matmul): (factor on |c|, absolute term or
+        # None), what an add that Triton folds into the dot's accumulator adds (_folded_into_dot)
         self.dot_fold = None
 
     # ---- basics

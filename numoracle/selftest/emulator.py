@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import formats as F
+from ..calculus.ops import tensor_core_block
 from ..calculus.tracked import LOG2E, _fmt_arg, _subset, promote
 from ..errors import InvalidArgument
 from ..mathlib import MathProfile
@@ -123,7 +124,8 @@ class Emulated:
         # site: "arith" where v is pre rounded at an arithmetic site (an output's store rounds
         # to nearest), "cast" where an explicit cast rounded pre
         self.site = site
-        # a tensor-core dot's operands (a, b, their formats), for an add folded into it
+        # a tensor-core dot's operands (a, b, their formats, products per instruction), for an
+        # add folded into it
         self.dot = dot
 
     format = property(lambda self: self.fmt)
@@ -493,8 +495,8 @@ def _fold(x: Emulated, y: Emulated, op: str):
         return None
     for d, c in ((x, y), (y, x)):
         if d.dot is not None and (x.plan.dot == "tensor_core_folded" or x.plan.randint(2)):
-            a, b, af, bf = d.dot
-            v = tensor_core_dot(a, b, af, bf, init=F.round(c.v, F.fp32))
+            a, b, af, bf, block = d.dot
+            v = tensor_core_dot(a, b, af, bf, init=F.round(c.v, F.fp32), block=block)
             return Emulated(v, F.fp32, x.plan, pre=v)
     return None
 
@@ -504,9 +506,9 @@ def matmul(a: Emulated, b: Emulated, acc=None, order="any", ftz=False):
     a, b = proto._coerce(a), proto._coerce(b)
     acc = _fmt_arg(acc) if acc is not None else F.fp32
     if a.plan.dot != "nearest" and acc is F.fp32 and a.fmt.precision + b.fmt.precision <= acc.precision:
-        block = 16 if builtins.max(a.fmt.bits, b.fmt.bits) == 16 else 8
+        block = tensor_core_block(a.fmt, b.fmt)
         v = tensor_core_dot(a.v, b.v, a.fmt, b.fmt, block=block)
-        return Emulated(v, acc, a.plan, pre=v, dot=(a.v, b.v, a.fmt, b.fmt))
+        return Emulated(v, acc, a.plan, pre=v, dot=(a.v, b.v, a.fmt, b.fmt, block))
     prods = a.v.unsqueeze(-1) * b.v.unsqueeze(-3)           # [.., M, K, N], exact in float64
     if a.fmt.precision + b.fmt.precision > acc.precision:
         prods = round_site(a.plan, prods, acc)
