@@ -90,5 +90,7 @@ def for_backend(backend: str, profile: str | None = None) -> Assumptions:
                        **dot)
 
 
-TENSOR_CORE_DOT = ("tl.dot of 16-bit operands into fp32 adds as sm_90 tensor cores do (blocks of products "
-                   "truncated and rounded toward zero, docs/design.md §4.4), or in round-to-nearest")
+TENSOR_CORE_DOT = ("tl.dot of 16-bit or TF32 operands into fp32 adds as sm_90 tensor cores do (blocks of products "
+                   "truncated and rounded toward zero), or in round-to-nearest; fp32 operands read as TF32 "
+                   "(no.matmul(..., input_precision=\"tf32\")) lose their low 13 bits, as on an H100 "
+                   "(docs/design.md §4.4)")

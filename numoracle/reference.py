@@ -372,7 +372,7 @@ def logsumexp(x, axis=-1, keepdims=False, *, exp="exp2", order="any", **torch_st
     return _impl(x).logsumexp(x, axis, keepdims, exp, order)
 
 
-def matmul(a, b, *, acc=None, order="any", ftz=False):
+def matmul(a, b, *, acc=None, order="any", ftz=False, input_precision="ieee"):
     """``a @ b`` for a of shape [..., M, K] and b of shape [..., K, N] (batch dimensions
     broadcast as in ``torch.matmul``; one program's heads, say), as ``tl.dot``: products
     exact where both formats are narrow enough for ``acc`` (bf16, fp16, fp8 into fp32),
@@ -381,9 +381,11 @@ def matmul(a, b, *, acc=None, order="any", ftz=False):
     One operand may be a float torch tensor computed beside the program (a constant matrix),
     exact in its dtype's format.  ``ftz=True``: the accumulation may flush subnormal products
     and partial sums to zero, as split-K's fp32 ``tl.atomic_add`` of the partial tiles does on
-    NVIDIA GPUs (``tl.dot`` itself keeps them).  The result is in ``acc``: round it to the
-    stored format with ``.to``."""
-    return _impl(_first(a, b)).matmul(a, b, acc, order, ftz=ftz)
+    NVIDIA GPUs (``tl.dot`` itself keeps them).  ``input_precision="tf32"``: the dot reads fp32
+    operands as TF32, as ``tl.dot`` does by default on fp32 (an H100 drops their low 13 bits; the
+    interpreter keeps fp32); say it where the kernel's dot does, ``"ieee"`` (the default) where it
+    keeps fp32.  The result is in ``acc``: round it to the stored format with ``.to``."""
+    return _impl(_first(a, b)).matmul(a, b, acc, order, ftz=ftz, input_precision=input_precision)
 
 
 # ---- selection

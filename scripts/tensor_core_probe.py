@@ -4,6 +4,8 @@
     python scripts/tensor_core_probe.py judge OUT.pt [--json F]     # anywhere: emulate and judge them
     python scripts/tensor_core_probe.py measure-edges OUT.pt        # on a GPU: zeros, subnormals, FMAs, TF32, fp8
     python scripts/tensor_core_probe.py judge-edges OUT.pt [--json F]
+    python scripts/tensor_core_probe.py measure-tf32 OUT.pt         # on a GPU: TF32 dots, long and subnormal
+    python scripts/tensor_core_probe.py judge-tf32 OUT.pt [--json F]
 
 ``measure`` runs one Triton kernel over bf16 and fp16 operands, tiles of 16 rows (mma v2) and 64
 rows (wgmma), K from 1 to 64, three accumulator starts (zeros; the bias loaded into the
@@ -19,9 +21,17 @@ K = 2..32: bf16 and fp16 operands with 30% zeros beside 2^12-times larger partne
 operands beside normal ones, subnormals times large partners; fp32 operands with P = "tf32" and
 "ieee"; e4m3.  ``judge-edges``: the results the emulated instruction reproduces (16-bit; TF32 with
 the operands truncated, 8 products per instruction), and the elements the GPU profile rejects
-against ``c + no.matmul(a, b)`` (fp8: ``acc=tf32``).
+against ``c + no.matmul(a, b)`` (fp8: ``acc=tf32``; TF32: ``input_precision="tf32"``).
 
-Each judge exits 1 if the emulation misses a result or the GPU profile rejects one (fp8 aside)."""
+``measure-tf32``: the same kernel with P = "tf32" on fp32 operands, wgmma and mma v2 tiles: mixed
+terms over 2^±6 from a bias, and positive terms from zero (K = 8..4096), and subnormal fp32 operands
+times 2^100 partners.  ``judge-tf32``: how many results the emulated instruction on the truncated
+operands reproduces (for subnormals also with them flushed), and the elements that
+``c + no.matmul(a, b, input_precision="tf32")`` rejects under the GPU profile (and, to compare,
+``.to(tf32)``'s round-to-nearest operands).
+
+Each judge exits 1 if the emulation misses a result or the GPU profile rejects one (fp8 aside;
+judge-tf32: rejects only, as the subnormal operands' treatment is what it measures)."""
 
 import argparse
 import collections
@@ -224,6 +234,10 @@ def judge_edges(path, out_json=None):
     def c_dot_tf32_acc(a, b, c):
         return c + no.matmul(a, b, acc=tf32)
 
+    @no.reference(outputs=("y",))
+    def c_dot_tf32_operands(a, b, c):
+        return c + no.matmul(a, b, acc=fp32, input_precision="tf32")
+
     res = collections.defaultdict(collections.Counter)
     for s in torch.load(path, weights_only=False):
         a, b, c, y = s["a"], s["b"], s["c"], s["y"]
@@ -240,9 +254,7 @@ def judge_edges(path, out_json=None):
             em = None
         if em is not None:
             r["emulated bit for bit"] += int((em == y.double()).sum())
-        if name == "fp32-tf32":
-            continue
-        prog = c_dot_tf32_acc if name == "e4m3" else c_dot
+        prog = {"e4m3": c_dot_tf32_acc, "fp32-tf32": c_dot_tf32_operands}.get(name, c_dot)
         for mode in ("fixed", "statistical"):
             v = check(prog, y, (a, b, c), mode=mode, backend="gpu", profile="h200")
             r[f"GPU profile, {mode}: rejected elements"] += int(v.outputs[0].rejected.sum()) if v.status == "reject" else 0
@@ -256,8 +268,86 @@ def judge_edges(path, out_json=None):
     return 1 if bad or miss else 0
 
 
+def measure_tf32(path):
+    """fp32 operands with inputPrecision="tf32": long dots (K up to 4096) of mixed and of positive
+    terms, and subnormal fp32 operands beside large partners (kept or flushed?)."""
+    g = torch.Generator().manual_seed(3)
+    sets = []
+    M = N = 64
+
+    def run(name, a, b, c, BM, BK):
+        y = torch.empty(M, N, dtype=torch.float32, device="cuda")
+        K = a.shape[1]
+        ck = edges_kernel[(triton.cdiv(M, BM), triton.cdiv(N, BM))](a.cuda(), b.cuda(), c.cuda(), y, M, N, K,
+                                                                   PREC="tf32", BM=BM, BN=BM, BK=BK)
+        ttgir = ck.asm.get("ttgir", "")
+        mma = "v3" if "versionMajor = 3" in ttgir else ("v2" if "versionMajor = 2" in ttgir else "fma")
+        sets.append({"name": name, "mma": mma, "a": a, "b": b, "c": c, "y": y.cpu()})
+        print(name, mma, K, flush=True)
+
+    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)
+    for BM, BK in ((64, 32), (16, 16)):
+        for K in (8, 64, 256, 1024, 4096):
+            a = (r(M, K) * torch.exp2(torch.randint(-6, 7, (M, K), generator=g).double())).float()
+            run("mixed", a, r(K, N).float(), (r(M, N) * 4).float(), BM, BK)
+            run("positive", r(M, K).abs().float(), r(K, N).abs().float(), torch.zeros(M, N), BM, BK)
+        for K in (8, 64):
+            sub = r(M, K) * torch.exp2(torch.randint(-149, -126, (M, K), generator=g).double())
+            a = torch.where(torch.rand(M, K, generator=g) < 0.5, sub, r(M, K) * 2.0 ** -100).float()
+            run("subnormal", a, (r(K, N) * 2.0 ** 100).float(), torch.zeros(M, N), BM, BK)
+    torch.save({"device": torch.cuda.get_device_name(0), "triton": triton.__version__, "sets": sets}, path)
+    print(len(sets), "sets")
+
+
+def judge_tf32(path, out_json=None):
+    import numoracle as no
+    from numoracle import formats as F
+    from numoracle.check import check
+    from numoracle.formats import fp32, tf32
+    from numoracle.selftest.emulator import tensor_core_dot
+
+    @no.reference(outputs=("y",))
+    def tf32_operands(a, b, c):
+        return c + no.matmul(a, b, acc=fp32, input_precision="tf32")
+
+    @no.reference(outputs=("y",))
+    def to_tf32(a, b, c):
+        return c + no.matmul(a.to(tf32), b.to(tf32), acc=fp32)
+
+    data = torch.load(path, weights_only=False)
+    res = collections.defaultdict(collections.Counter)
+    for s in data["sets"]:
+        a, b, c, y = s["a"], s["b"], s["c"], s["y"]
+        r = res[f'{s["name"]} {s["mma"]} K={a.shape[1]}']
+        r["elements"] += y.numel()
+        t = lambda x: F.round(x.double(), tf32, "rtz")
+        em = tensor_core_dot(t(a), t(b), tf32, tf32, init=c.double(), block=8)
+        r["emulated bit for bit (truncated operands)"] += int((em == y.double()).sum())
+        if s["name"] == "subnormal":
+            flush = lambda x: torch.where(x.abs() < 2.0 ** -126, torch.zeros_like(x), x)
+            emf = tensor_core_dot(flush(t(a)), flush(t(b)), tf32, tf32, init=c.double(), block=8)
+            r["emulated bit for bit (subnormals flushed)"] += int((emf == y.double()).sum())
+        for mode in ("fixed", "statistical"):
+            v = check(tf32_operands, y, (a, b, c), mode=mode, backend="gpu", profile="h200")
+            r[f"input_precision=tf32, {mode}: rejected elements"] += \
+                int(v.outputs[0].rejected.sum()) if v.status == "reject" else 0
+            r[f"input_precision=tf32, {mode}: uncertified verdicts"] += v.status == "uncertified"
+        v = check(to_tf32, y, (a, b, c), mode="fixed", backend="gpu", profile="h200")
+        r[".to(tf32), fixed: rejected elements"] += int(v.outputs[0].rejected.sum()) if v.status == "reject" else 0
+    print("measured on", data.get("device"), "Triton", data.get("triton"))
+    for k in sorted(res):
+        print(k, dict(res[k]))
+    if out_json:
+        with open(out_json, "w") as fh:
+            json.dump({"device": data.get("device"), "triton": data.get("triton"),
+                       "groups": {k: dict(v) for k, v in sorted(res.items())}}, fh, indent=1)
+    bad = sum(v for r in res.values() for m, v in r.items() if m.startswith("input_precision") and "rejected" in m)
+    return 1 if bad else 0
+
+
 if __name__ == "__main__":
-    COMMANDS = {"measure": measure, "judge": judge, "measure-edges": measure_edges, "judge-edges": judge_edges}
+    COMMANDS = {"measure": measure, "judge": judge, "measure-edges": measure_edges, "judge-edges": judge_edges,
+                "measure-tf32": measure_tf32, "judge-tf32": judge_tf32}
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=tuple(COMMANDS))
     ap.add_argument("path")

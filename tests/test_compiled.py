@@ -133,6 +133,31 @@ def test_a_tensor_core_dot_compiles_to_its_eager_verdict(fresh, K):
     assert ve["fixed"].status == "accept"
 
 
+@no.reference(outputs=("y",))
+def _linear_tf32(a, b, c):
+    return no.maximum(no.matmul(a, b, acc=F.fp32, input_precision="tf32") + c, 0.0)
+
+
+@pytest.mark.parametrize("K", [3, 40])
+def test_a_tf32_dot_compiles_to_its_eager_verdict(fresh, K):
+    """fp32 operands read as TF32 under the GPU profile (known operands truncated, docs/design.md
+    §4.4), traced with K a symbol: the compiled verdict decides as the eager one, and the emulated
+    H100 dot is accepted."""
+    g = torch.Generator().manual_seed(K)
+    a = torch.randn(24, K, generator=g) * 4
+    b = torch.randn(K, 16, generator=g)
+    c = (torch.randn(16, generator=g) * 8).float()
+    outs = emulate(_linear_tf32, (a, b, c), {}, Plan(seed=K, dot="tensor_core_folded"))
+    kw = {"backend": "gpu", "profile": "h200"}
+    ve = check_modes(_linear_tf32, outs, (a, b, c), settings=EAGER, **kw)
+    check_modes(_linear_tf32, outs, (a, b, c), settings=ALWAYS, **kw)
+    vc = check_modes(_linear_tf32, outs, (a, b, c), settings=ALWAYS, **kw)
+    plan = _only_plan()
+    assert plan.fn is not None and plan.failed is None
+    _assert_same(ve, vc)
+    assert ve["fixed"].status == "accept" and ve["statistical"].status == "accept"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", (F.bf16, F.fp16), ids=str)
 def test_compiled_16_bit_rounding_is_exact(fmt):

@@ -195,3 +195,102 @@ def test_a_gpu_fma_dot_that_starts_from_its_accumulator_is_inside_the_folded_bou
         for mode in ("fixed", "statistical"):
             v = check(bias_dot, y, (a, b, c), mode=mode, backend="gpu", profile="h200")
             assert v.status == "accept", (case, mode, v.explain())
+
+
+# ---- fp32 operands read as TF32 (tl.dot's default input_precision on fp32)
+
+@no.reference(outputs=("y",))
+def bias_dot_tf32(a, b, c):
+    return c + no.matmul(a, b, acc=fp32, input_precision="tf32")
+
+
+@no.reference(outputs=("y",))
+def bias_dot_to_tf32(a, b, c):
+    return c + no.matmul(a.to(F.tf32), b.to(F.tf32), acc=fp32)
+
+
+@no.reference(outputs=("y",))
+def scaled_dot_tf32(a, b, c):
+    # a * 3.0 rounds in fp32: an operand with an error term, truncated by the dot
+    return c + no.matmul(a * 3.0, b, acc=fp32, input_precision="tf32")
+
+
+def _tf32_cases():
+    data = json.loads((Path(__file__).parent / "fixtures" / "h100_tf32_dot.json").read_text())
+    for case in data["cases"]:
+        K = case["K"]
+        t = lambda key, shape: torch.tensor([float.fromhex(v) for v in case[key]], dtype=torch.float32).reshape(shape)
+        yield K, t("a", (8, K)), t("b", (K, 8)), t("c", (8, 8)), t("y", (8, 8))
+
+
+def test_a_tf32_dot_as_an_h100_computed_it_is_emulated_bit_for_bit_and_accepted():
+    """384 results of ``tl.dot(a, b, acc, input_precision="tf32")`` on fp32 operands measured on an
+    H100 (wgmma, K = 2..32): the H100 drops the operands' low 13 bits, which the emulator does and
+    ``input_precision="tf32"`` models under the GPU profile (accepted in both modes).  A reference
+    that rounds the operands with ``.to(tf32)`` (to nearest) rejects most of them, and so does the
+    interpreter's profile, whose dot keeps the fp32 operands."""
+    to_nearest = elements = 0
+    for K, a, b, c, y in _tf32_cases():
+        em = emulate(bias_dot_tf32, (a, b, c), plan=Plan(dot="tensor_core_folded"))
+        assert torch.equal(em, y), K
+        for mode in ("fixed", "statistical"):
+            v = check(bias_dot_tf32, y, (a, b, c), mode=mode, backend="gpu", profile="h200")
+            assert v.status == "accept", (K, mode, v.explain())
+        v = check(bias_dot_to_tf32, y, (a, b, c), mode="fixed", backend="gpu", profile="h200")
+        to_nearest += int(v.outputs[0].rejected.sum()) if v.status == "reject" else 0
+        elements += y.numel()
+        assert check(bias_dot_tf32, y, (a, b, c), mode="fixed", backend="interpreter").status == "reject", K
+    assert elements == 384 and to_nearest > elements // 2, to_nearest
+
+
+@st.composite
+def fp32_dot_cases(draw):
+    M, K, N = draw(st.integers(1, 3)), draw(st.sampled_from([1, 2, 3, 5, 8, 9, 17, 40])), draw(st.integers(1, 4))
+    a, b = _magnitudes(draw, (M, K), fp32), _magnitudes(draw, (K, N), fp32)
+    c = F.round(torch.tensor(draw(st.lists(st.floats(-4, 4), min_size=N, max_size=N)), dtype=torch.float64)
+                * draw(st.sampled_from([0.0, 2.0 ** -20, 1.0, 2.0 ** 12])), fp32)
+    return a.float(), b.float(), c.float()
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(fp32_dot_cases(), st.integers(0, 3))
+def test_the_tf32_operand_model_contains_every_emulated_tf32_dot(case, seed):
+    """fp32 operands over wide binades, with zeros and subnormals, truncated to TF32 and added as
+    the tensor core does, the bias folded into the dot: accepted under the GPU profile in both
+    modes; and with the operands kept (the interpreter's dot), under the interpreter's profile.
+    Also where an operand is computed (rounded in fp32) before the dot truncates it."""
+    a, b, c = case
+    for plan, backend, profile in ((Plan(seed=seed, dot="tensor_core_folded"), "gpu", "h200"),
+                                   (Plan(seed=seed), "interpreter", "interpreter")):
+        for program in (bias_dot_tf32, scaled_dot_tf32):
+            y = emulate(program, (a, b, c), plan=plan)
+            for mode in ("fixed", "statistical"):
+                v = check(program, y, (a, b, c), mode=mode, backend=backend, profile=profile)
+                assert v.status == "accept", (program.name, profile, mode, v.explain())
+
+
+def test_the_tf32_operand_model_catches_a_dot_that_keeps_fp32_or_drops_a_product():
+    """Planted: the dot reads the fp32 operands whole (a GPU dot with inputPrecision="ieee"), and a
+    TF32 dot that drops its last product; both rejected under the GPU profile."""
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.randn(8, 33, generator=g), torch.randn(33, 8, generator=g)
+    c = torch.zeros(8, 8)
+    whole = tensor_core_dot(a.double(), b.double(), fp32, fp32, block=8).float()
+    assert check(bias_dot_tf32, whole, (a, b, c), mode="fixed", backend="gpu", profile="h200").status == "reject"
+    t = lambda x: F.round(x.double(), F.tf32, "rtz")
+    dropped = tensor_core_dot(t(a[:, :32]), t(b[:32]), F.tf32, F.tf32, block=8).float()
+    ok = tensor_core_dot(t(a), t(b), F.tf32, F.tf32, block=8).float()
+    assert check(bias_dot_tf32, ok, (a, b, c), mode="fixed", backend="gpu", profile="h200").status == "accept"
+    assert check(bias_dot_tf32, dropped, (a, b, c), mode="fixed", backend="gpu", profile="h200").status == "reject"
+
+
+def test_input_precision_names_what_is_modelled():
+    a = torch.ones(2, 2)
+
+    @no.reference(outputs=("y",))
+    def tf32x3(a, b):
+        return no.matmul(a, b, input_precision="tf32x3")
+
+    with pytest.raises(no.InvalidArgument) as e:
+        check(tf32x3, a, (a, a))
+    assert "input_precision='tf32x3'" in str(e.value) and "('ieee', 'tf32')" in str(e.value)

@@ -401,14 +401,23 @@ def logsumexp(x: Tracked, axis: int = -1, keepdims: bool = False, exp: str = "ex
     return lse if keepdims else lse.squeeze(axis)
 
 
-def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False) -> Tracked:
+def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False,
+           input_precision="ieee") -> Tracked:
     """a [.., M, K] @ b [.., K, N] (batch dimensions broadcast as in ``torch.matmul``):
     products exact when both are narrow formats
     (bf16/fp16/fp8 in fp32), else each rounded; accumulated in ``acc`` (fp32)
     with the order model; the result is in ``acc`` (cast it to the store
     format with .to).  ``ftz``: the accumulation may flush subnormal products and
-    partial sums to zero (split-K partials added by fp32 atomics)."""
-    from .tracked import _fmt_arg
+    partial sums to zero (split-K partials added by fp32 atomics).  ``input_precision``:
+    "tf32" where the dot reads fp32 operands as TF32 (``tl.dot``'s default for fp32), which a
+    tensor-core profile models as the H100 does (``_tf32_operand``); "ieee" keeps them."""
+    from .tracked import _fmt_arg, _subset
+    if input_precision not in INPUT_PRECISIONS:
+        raise InvalidArgument(
+            f"matmul: input_precision={input_precision!r}: expected one of {INPUT_PRECISIONS}, the "
+            f"values of tl.dot's input_precision that numoracle models (\"tf32x3\" is not modelled: "
+            f"its result is close to fp32's, so a reference with \"ieee\" is the nearer model, but "
+            f"its bound is not derived).")
     # a float torch tensor beside the program (a constant matrix: a prefix sum as a product
     # with a triangle of ones) is an operand exact in its dtype's format, as in arithmetic
     proto = a if isinstance(a, Tracked) else b
@@ -432,6 +441,11 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False) -
         raise InvalidArgument(
             f"matmul: the batch dimensions of a {list(a.c.shape[:-2])} and b "
             f"{list(b.c.shape[:-2])} do not broadcast together.") from None
+    tf32_in = input_precision == "tf32"
+    if tf32_in and ctx.profile.dot == "tensor_core":
+        # the interpreter's dot reads fp32 operands as they are (a float32 matmul); a GPU's reads
+        # them as TF32.  Narrower operands (bf16, fp16) are TF32 values already
+        a, b = (x if _subset(x.repr_fmt, F.tf32) else _tf32_operand(x) for x in (a, b))
     c = a.c @ b.c
     exact_products = a.repr_fmt.precision + b.repr_fmt.precision <= acc.precision
     Ra, Rb = a.radius(), b.radius()
@@ -466,7 +480,7 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False) -
     d = depth(order, K) + (0 if exact_products else 1)
     u = acc.u
     label = ctx.label(f"{acc} dot over K={ctx.count(K)} ({order} order{'' if exact_products else ', rounded products'}"
-                      f"{', flushing subnormals' if ftz else ''})")
+                      f"{', TF32 operands' if tf32_in else ''}{', flushing subnormals' if ftz else ''})")
     gamma = _gamma(ctx, d, u, a.c.device)
     tc = None
     if tensor_core_dot(ctx, a, b, acc, exact_products):
@@ -515,6 +529,37 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False) -
         g1 = _gamma(ctx, d + 1, u, a.c.device)
         out.dot_fold = (g1, (g1 - gamma) * S)
     return out
+
+
+INPUT_PRECISIONS = ("ieee", "tf32")
+
+
+def _tf32_operand(x: Tracked) -> Tracked:
+    """An fp32 operand as an sm_90 tensor-core dot with inputPrecision="tf32" reads it: the low 13
+    significand bits ignored, i.e. rounded toward zero to TF32 (every one of 24,576 H100 results,
+    docs/design.md §4.4).  A known value (no error term) becomes exactly that rounding.  A value
+    with an error term R keeps its centre c and gains the truncation's error, below one TF32 ulp
+    and so below 2u(|c| + R) (u TF32's unit roundoff): of 2u|c|, the average lean toward zero u|c|
+    is a deterministic term and the rest random, as for the accumulation's truncations
+    (``tensor_core_lean``); 2uR is deterministic.  Where the value may be a non-zero below the
+    smallest normal, a flush would lose less than that normal: a deterministic term (such a known
+    value keeps its centre)."""
+    ctx = x.ctx
+    c, R = x.c, x.radius()
+    fmt = F.tf32
+    u, n = fmt.u, fmt.min_normal
+    known = R == 0
+    tiny = ((c.abs() - R) < n) & ~(known & (c == 0))
+    settled = known & ~tiny
+    # an infinity's bits stay infinite with the low ones dropped
+    t = torch.where(c.abs() == math.inf, c, F.round(c, fmt, "rtz"))
+    c2 = torch.where(settled, t, c)
+    label = ctx.label("TF32 operand of a dot (low 13 bits dropped)")
+    half = torch.where(known, torch.zeros_like(c), u * c.abs())
+    fm = FM.add_private(x.form, FM.Entry(half, half.square(), frozenset((ctx.new_key(),)), label), ctx.condensed)
+    det = half + 2 * u * R + tiny.to(torch.float64) * n
+    fm = FM.add_det(fm, f"{label} (toward zero)", det, ctx.condensed)
+    return Tracked(c2, x.fmt, fm, ctx, repr_fmt=fmt, taint=x.taint)
 
 
 # ---- the sm_90 tensor-core dot (docs/design.md §4.4, measured on an H100)

@@ -501,10 +501,15 @@ def _fold(x: Emulated, y: Emulated, op: str):
     return None
 
 
-def matmul(a: Emulated, b: Emulated, acc=None, order="any", ftz=False):
+def matmul(a: Emulated, b: Emulated, acc=None, order="any", ftz=False, input_precision="ieee"):
     proto = a if isinstance(a, Emulated) else b
     a, b = proto._coerce(a), proto._coerce(b)
     acc = _fmt_arg(acc) if acc is not None else F.fp32
+    if input_precision == "tf32" and a.plan.dot != "nearest":
+        # an H100 reads fp32 operands with their low 13 bits dropped (the interpreter keeps them)
+        a, b = (x if _subset(x.fmt, F.tf32) else
+                Emulated(torch.where(x.v.abs() == math.inf, x.v, F.round(x.v, F.tf32, "rtz")), F.tf32, x.plan)
+                for x in (a, b))
     if a.plan.dot != "nearest" and acc is F.fp32 and a.fmt.precision + b.fmt.precision <= acc.precision:
         block = tensor_core_block(a.fmt, b.fmt)
         v = tensor_core_dot(a.v, b.v, a.fmt, b.fmt, block=block)

@@ -7,10 +7,19 @@ from __future__ import annotations
 
 import torch
 
+from ..reference import matmul, reference
 from ..check import check
+from ..formats import fp32
 from .emulator import Plan, emulate
 from ..operators import references as R
 from ..families import fill
+
+
+@reference(outputs=("y",))
+def linear_tf32(x, w, b):
+    """A linear layer as ``tl.dot`` runs it by default: fp32 operands read as TF32 (bf16 and fp16
+    ones are TF32 values already), the bias added to the dot (which Triton may fold into it)."""
+    return (matmul(x, w, acc=fp32, input_precision="tf32") + b).to(x.format)
 
 
 PROGRAMS = {
@@ -23,6 +32,7 @@ PROGRAMS = {
     # the mean over kept rows: a division by a runtime count (a power of two or not)
     "cross_entropy_mean": R.cross_entropy,
     "masked_attention": R.masked_attention,
+    "linear_tf32": linear_tf32,
 }
 SOUNDNESS_FAMILIES = ("normal", "shifted_mean", "heavy_tailed", "scaled", "constant_rows", "pow2_grid")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -48,6 +58,10 @@ def make_inputs(program: str, dtype, rows: int, cols: int, family: str, scale_ex
             # ignore (-100) a seed-drawn number of rows, from none to all
             labels[:int(torch.randint(0, rows + 1, (1,), generator=g))] = -100
         return (x, labels)
+    if program == "linear_tf32":
+        # rows x cols times cols x 16, plus an fp32 bias
+        w = fill((cols, 16), "normal", seed + 1, dtype=dt)
+        return (x, w, fill((16,), "normal", seed + 2, dtype=torch.float32))
     if program == "masked_attention":
         # rows queries over cols keys, head dimension 16
         return tuple(fill(shape, family, seed + i, scale_exp=k, dtype=dt)
