@@ -316,7 +316,24 @@ def test_a_tf32_dot_on_fp32_operands_is_flagged():
     a, b = torch.randn(16, 16), torch.randn(16, 16)
     assert check_plan(dot_ref, PK.dot16, [a, b], {"precision": "ieee"}).ok
     r = check_plan(dot_ref, PK.dot16, [a, b], {"precision": "tf32"})
-    assert any(d.kind == "dot" and "TF32" in d.message for d in r.disagreements), r.explain()
+    (d,) = r.disagreements
+    assert d.kind == "dot" and "TF32" in d.message, r.explain()
+    # the fix is said in the reference language
+    assert 'no.matmul(..., input_precision="tf32")' in d.message, d.message
+
+
+@no.reference
+def dot_ref_tf32(a, b, *, precision="tf32"):
+    return no.matmul(a, b, acc=fp32, input_precision="tf32")
+
+
+def test_a_reference_that_reads_tf32_operands_agrees_with_a_tf32_dot_only():
+    a, b = torch.randn(16, 16), torch.randn(16, 16)
+    r = check_plan(dot_ref_tf32, PK.dot16, [a, b], {"precision": "tf32"})
+    assert r.ok, r.explain()
+    r = check_plan(dot_ref_tf32, PK.dot16, [a, b], {"precision": "ieee"})
+    (d,) = r.disagreements
+    assert d.kind == "dot" and "keeps fp32 operands" in d.message and "drop input_precision" in d.message, r.explain()
 
 
 @no.reference

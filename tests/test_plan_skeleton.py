@@ -153,6 +153,20 @@ def test_a_dot_accumulated_over_a_k_loop_is_one_matmul(tmp_path):
     assert "def lambda_plan(a, b):" in text, text
 
 
+@pytest.mark.parametrize("precision", ["tf32", "ieee"])
+def test_a_dot_that_reads_fp32_operands_as_tf32_says_so(tmp_path, precision):
+    """``tl.dot`` on fp32 operands reads them as TF32 by default: the skeleton's ``no.matmul`` says
+    ``input_precision="tf32"`` (and not for ``"ieee"``), and its own plan check agrees."""
+    import test_plan_kernels as PK
+    from numoracle.plan import check_plan
+    a, b = torch.randn(16, 16), torch.randn(16, 16)
+    text = skeleton(no.reference(lambda a, b: no.matmul(a, b)), PK.dot16, [a, b], {"precision": precision},
+                    name="dot_plan")
+    assert ('input_precision="tf32"' in text) == (precision == "tf32"), text
+    ref = _own(tmp_path, "dot", text, f"my_dot_{precision}")
+    assert check_plan(ref, PK.dot16, [a, b], {"precision": precision}).ok
+
+
 def test_a_partial_added_by_an_fp32_atomic_is_a_flushing_accumulation(tmp_path):
     """Split-K (each program's dot over a K slice atomically added into C) and a row split over
     programs (tl.sum per block, atomically added): the skeleton writes the one no.matmul /

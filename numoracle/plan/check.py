@@ -510,21 +510,39 @@ def _dot_checks(i, dots: list, ref_dots: dict) -> list:
     if not dots or not ref_all:
         return found
     ref_rounded = any(r.detail.get("rounded_products") for r in ref_all)
+    ref_tf32 = [r for r in ref_all if r.detail.get("tf32_operands")]
     ref_acc = {r.fmt for r in ref_all}
     for l in dots:
         d = l.detail
         if d.get("host"):
             continue
         prec = d.get("precision", "ieee")
-        if not d.get("exact_products") and not ref_rounded:
+        fp32_in = "fp32" in (l.site.src_fmt, d.get("b_fmt"))
+        tf32_read = prec == "tf32" and fp32_in and ref_tf32
+        # (a reference reading TF32 operands where the kernel keeps fp32 has its own message below)
+        if not d.get("exact_products") and not ref_rounded and not (fp32_in and ref_tf32):
             found.append(Disagreement("dot", "the kernel's dot rounds its products (fp32 operands) where the "
                                              "reference takes them as exact", _kpos([l.site]), _rpos(ref_all), [i]))
-        if prec in ("tf32", "tf32x3") and l.site.src_fmt == "fp32" and "tf32" not in ref_acc:
+        if tf32_read and d.get("ttgir") and not d.get("mma"):
+            found.append(Disagreement("dot", "the kernel's dot with inputPrecision=tf32 runs on FMAs (no tensor-core "
+                                             "layout), which keep the fp32 operands; the reference's "
+                                             "input_precision=\"tf32\" models operands a tensor core truncates to TF32",
+                                      _kpos([l.site]), _rpos(ref_tf32), [i]))
+        elif prec in ("tf32", "tf32x3") and fp32_in and not tf32_read and "tf32" not in ref_acc:
+            fix = ("say so with no.matmul(..., input_precision=\"tf32\"), which models what an H100 does (it "
+                   "truncates the operands to TF32, where a reference's .to(tf32) rounds them to nearest)"
+                   if prec == "tf32" else "tf32x3 is not modelled")
             found.append(Disagreement("dot", f"the kernel's dot on fp32 operands uses inputPrecision={prec} "
-                                             "(operands rounded to TF32); the reference models fp32 (an H100 "
-                                             "truncates TF32 operands, which a reference's .to(tf32) does not "
-                                             "model: docs/design.md §4.4; input_precision=\"ieee\" keeps fp32)",
+                                             f"(operands read as TF32); the reference models fp32 operands: {fix}; "
+                                             f"or give the kernel's tl.dot input_precision=\"ieee\" to keep fp32 "
+                                             f"(docs/design.md §4.4)",
                                       _kpos([l.site]), _rpos(ref_all), [i]))
+        elif prec == "ieee" and fp32_in and ref_tf32:
+            found.append(Disagreement("dot", "the reference reads the dot's operands as TF32 "
+                                             "(input_precision=\"tf32\"); the kernel's dot keeps fp32 operands "
+                                             "(inputPrecision=ieee): drop input_precision from the reference's "
+                                             "no.matmul, or give the kernel's tl.dot input_precision=\"tf32\"",
+                                      _kpos([l.site]), _rpos(ref_tf32), [i]))
         imp, mma = d.get("imprecise"), d.get("mma") or ""
         if imp and l.site.src_fmt in ("e4m3fn", "e5m2") and "v3" in mma and "tf32" not in ref_acc:
             found.append(Disagreement("dot", f"the kernel's fp8 dot runs on wgmma with maxNumImpreciseAcc={imp}: the "

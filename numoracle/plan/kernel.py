@@ -709,7 +709,8 @@ def _extract(k: KernelIR, launch_index: int) -> list:
             add("dot", src_fmt=af, rounds=True,
                 detail={"b_fmt": bf, "k": kdim, "precision": prec.strip(","),
                         "imprecise": int(imp) if imp and imp.isdigit() and int(imp) > 0 else None,
-                        "exact_products": exact, "mma": _mma(k, op), "acc_from": _dot_acc_from(k, op)})
+                        "exact_products": exact, "mma": _mma(k, op), "acc_from": _dot_acc_from(k, op),
+                        "ttgir": k.gmodule is not None})
         elif n == "tt.dot_scaled":
             _dot_scaled_sites(k, op, add)
         elif n == "tt.atomic_rmw":

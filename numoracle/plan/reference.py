@@ -21,7 +21,8 @@ FUNCTIONS = {"exp": "exp", "exp2": "exp", "log": "log", "log2": "log2", "rsqrt":
              "cos": "cos", "div_rn": "div_rn", "log1p": "log1p", "expm1": "expm1"}
 _LABEL = re.compile(r"^(.*?) \[([\w<>.]+?):(\d+)(?::(\d+))?(?:@\d+)?(?:<[^\]]*)?\]$")
 _SUM = re.compile(r"^(\w+) (?:prefix )?sum over (\d+) \((.+?) order(, flushing subnormals)?\)$")
-_DOT = re.compile(r"^(\w+) dot over K=(\d+) \((.+?) order(, rounded products)?(, flushing subnormals)?\)$")
+_DOT = re.compile(r"^(\w+) dot over K=(\d+) \((.+?) order(, rounded products)?(, TF32 operands)?"
+                  r"(, flushing subnormals)?\)$")
 # calculus.quant.block_scaled_matmul: per K tile a dot of the codes in this format, scaled,
 # accumulated in fp32 -- one dot on the way to each element, as the kernel's tl.dot loop is
 _BLOCK_DOT = re.compile(r"^block-scaled fp8 matmul over K=(\d+) \((\w+) tile dots, ")
@@ -78,7 +79,7 @@ def classify(label: str, kind: str, fmt: str, file, line, col) -> RefSite | None
     elif (mm := _DOT.match(what)):
         s.kind, s.fmt = "dot", mm.group(1)
         s.detail.update(k=int(mm.group(2)), order=_order(mm.group(3)), rounded_products=bool(mm.group(4)),
-                        ftz=bool(mm.group(5)))
+                        tf32_operands=bool(mm.group(5)), ftz=bool(mm.group(6)))
     elif (mm := _BLOCK_DOT.match(what)):
         s.kind, s.fmt = "dot", mm.group(2)
         s.detail.update(k=int(mm.group(1)), order="any", rounded_products=False)
