@@ -41,7 +41,7 @@ LIMITS = [
     ("rsqrt", [1e-38, 1e30], [0.0, -1.0]),
     ("sqrt", [1e-30, 4.0], [-1e-30, -4.0]),
     ("reciprocal", [1e-30, -1e-30], [0.0]),
-    ("sigmoid", [-88.7, 1e30], [-88.8, -1e4]),      # tl.sigmoid's exp(-x) overflows below -88.72
+    ("sigmoid", [-88.7, 1e30, -88.8, -1e4, -3e38], []),   # below -88.72: 0 or the tiny value, see below
     ("tanh", [-1e30, 1e30, 0.0], []),
     ("erf", [-1e30, 1e30, 0.0], []),
     ("sin", [1e5, -1e5], [1.1e5]),
@@ -61,6 +61,25 @@ def test_a_math_call_is_uncertified_exactly_outside_its_domain(name, inside, out
         assert v.n_rejected == 0, v.explain()
         if outside:
             assert any(s.kind in ("domain", "range") for s in v.certificate.failing)
+
+
+@pytest.mark.parametrize("profile", ["interpreter", "h200"])
+def test_sigmoid_below_the_exp_overflow_is_zero_or_its_tiny_value_and_nothing_else(profile):
+    """tl.sigmoid is 1/(1 + exp(-x)): below x = -88.72 exp(-x) overflows fp32 and the kernel
+    stores 0 where the value is below 2^-127. Such elements are certified: 0 and the true value
+    are accepted, a value that is neither (1e-30, or the sign flipped to -1e-30 beside larger
+    ones) rejected."""
+    x = torch.tensor([-88.8, -100.0, -1e4, -3e38, -3.0], dtype=torch.float32)
+    true = torch.sigmoid(x.double()).float()
+    zero = torch.where(x < -88.72, torch.zeros_like(true), true)
+    for y in (true, zero):
+        for mode, v in check_modes(_program("sigmoid"), y, (x,), profile=profile).items():
+            assert v.status == "accept", (mode, v.explain())
+    for bad in (1e-30, -1e-30):
+        y = zero.clone()
+        y[1] = bad
+        v = check_modes(_program("sigmoid"), y, (x,), profile=profile)["fixed"]
+        assert v.status == "reject" and v.outputs[0].rejected.tolist() == [False, True, False, False, False]
 
 
 def test_rsqrt_and_log_of_a_subnormal_leave_the_domain_under_a_flush_to_zero_profile():

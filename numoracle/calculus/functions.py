@@ -58,6 +58,10 @@ class Function:
     # |f(x)| < strict_bound for every real x (None: unbounded), so the exact value's fp32
     # ulp is at most the ulp of the binade below it
     strict_bound: float | None = None
+    # below this argument the kernel's fp32 call may return 0 for a value under fp32's smallest
+    # normal (tl.sigmoid's exp(-x) overflows to inf, 1/(1 + inf) = 0): an absolute error of that
+    # normal there (None: no such argument)
+    zero_below: float | None = None
 
 
 def _everywhere(lo: Tensor, hi: Tensor) -> Tensor:
@@ -205,10 +209,10 @@ _register(Function(
 _register(Function(
     "sigmoid", _sigmoid, lambda x: _sigmoid(x) * _sigmoid(-x),
     curvature=_const(0.0962251),
-    # tl.sigmoid is 1/(1+exp(-x)): exp(-x) overflows fp32 when -x > 88.72, and
-    # then sigmoid returns 0 where the true value is tiny but positive.
-    in_domain=lambda lo, hi: lo >= -FP32_EXP_LIMIT,
-    domain_text=f"argument >= -{FP32_EXP_LIMIT} (exp(-x) overflows fp32 below)",
+    # tl.sigmoid is 1/(1+exp(-x)): exp(-x) overflows fp32 when -x > 88.72, and then sigmoid
+    # returns 0 where the true value is positive but below sigmoid(-88.72) < 2^-127
+    in_domain=_everywhere, domain_text="all reals",
+    zero_below=-FP32_EXP_LIMIT,
     magnitude=_mono_mag(_sigmoid),
     image=_image_both(_sigmoid),
     strict_bound=1.0,

@@ -1049,6 +1049,12 @@ def _exact_fn(x: Tracked, name: str) -> Tracked:
         if f.image is not None:
             fm, rem = _image_cap(ctx, fm, rem, f, wlo, whi, x.c, c, g.abs() * R)
         fm = FM.add_det(fm, f"{label} (second order)", rem, ctx.condensed)
+    if f.zero_below is not None:
+        zero = lo < f.zero_below
+        if ctx.any(zero):
+            # f's value there is below fp32's smallest normal (functions.Function.zero_below)
+            fm = FM.add_det(fm, f"{label} (0 below {f.zero_below:g})", zero.to(torch.float64) * F.fp32.min_normal,
+                            ctx.condensed)
     if ctx.profile.ftz and name in _FTZ_FLUSH_ABS:
         meets = (lo < F.fp32.min_normal) & (hi > -F.fp32.min_normal) & ((lo != 0) | (hi != 0))
         if ctx.any(meets):
