@@ -28,7 +28,7 @@ terms over 2^±6 from a bias, and positive terms from zero (K = 8..4096), and su
 times 2^100 partners.  ``judge-tf32``: how many results the emulated instruction on the truncated
 operands reproduces (for subnormals also with them flushed), and the elements that
 ``c + no.matmul(a, b, input_precision="tf32")`` rejects under the GPU profile (and, to compare,
-``.to(tf32)``'s round-to-nearest operands).
+``.to(tf32)``'s round-to-nearest operands); also reads measure-edges' "fp32-tf32" sets.
 
 Each judge exits 1 if the emulation misses a result or the GPU profile rejects one (fp8 aside;
 judge-tf32: rejects only, as the subnormal operands' treatment is what it measures)."""
@@ -316,8 +316,11 @@ def judge_tf32(path, out_json=None):
 
     data = torch.load(path, weights_only=False)
     res = collections.defaultdict(collections.Counter)
-    for s in data["sets"]:
+    sets = data["sets"] if isinstance(data, dict) else data      # measure-edges saved a list
+    for s in sets:
         a, b, c, y = s["a"], s["b"], s["c"], s["y"]
+        if a.dtype != torch.float32 or s.get("prec", "tf32") != "tf32":
+            continue                                                # measure-edges' other sets
         r = res[f'{s["name"]} {s["mma"]} K={a.shape[1]}']
         r["elements"] += y.numel()
         t = lambda x: F.round(x.double(), tf32, "rtz")
@@ -334,12 +337,13 @@ def judge_tf32(path, out_json=None):
             r[f"input_precision=tf32, {mode}: uncertified verdicts"] += v.status == "uncertified"
         v = check(to_tf32, y, (a, b, c), mode="fixed", backend="gpu", profile="h200")
         r[".to(tf32), fixed: rejected elements"] += int(v.outputs[0].rejected.sum()) if v.status == "reject" else 0
-    print("measured on", data.get("device"), "Triton", data.get("triton"))
+    meta = data if isinstance(data, dict) else {}
+    print("measured on", meta.get("device"), "Triton", meta.get("triton"))
     for k in sorted(res):
         print(k, dict(res[k]))
     if out_json:
         with open(out_json, "w") as fh:
-            json.dump({"device": data.get("device"), "triton": data.get("triton"),
+            json.dump({"device": meta.get("device"), "triton": meta.get("triton"),
                        "groups": {k: dict(v) for k, v in sorted(res.items())}}, fh, indent=1)
     bad = sum(v for r in res.values() for m, v in r.items() if m.startswith("input_precision") and "rejected" in m)
     return 1 if bad else 0
