@@ -323,6 +323,22 @@ def test_a_tf32_dot_on_fp32_operands_is_flagged():
 
 
 @no.reference
+def widened_dot_ref(a, b):
+    return no.matmul(a.to(fp32), b.to(fp32), acc=fp32)
+
+
+def test_a_tf32_dot_of_tiles_widened_from_bf16_needs_no_tf32_in_the_reference():
+    """bf16 loads widened to fp32 hold bf16 values: TF32 holds them, their products are exact, and
+    the reference's plain no.matmul agrees; fp32 inputs to the same kernel are read as TF32."""
+    a, b = torch.randn(16, 16).to(torch.bfloat16), torch.randn(16, 16).to(torch.bfloat16)
+    r = check_plan(widened_dot_ref, PK.widened_dot16, [a, b], {})
+    assert r.ok, r.explain()
+    r = check_plan(widened_dot_ref, PK.widened_dot16, [a.float(), b.float()], {})
+    (d,) = r.disagreements
+    assert d.kind == "dot" and 'input_precision="tf32"' in d.message, r.explain()
+
+
+@no.reference
 def dot_ref_tf32(a, b, *, precision="tf32"):
     return no.matmul(a, b, acc=fp32, input_precision="tf32")
 

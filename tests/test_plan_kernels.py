@@ -102,6 +102,21 @@ def dot16(a, b, *, precision="tf32"):
     return c
 
 
+@triton.jit
+def widened_dot_kernel(a_ptr, b_ptr, c_ptr):
+    r = tl.arange(0, 16)
+    a = tl.load(a_ptr + r[:, None] * 16 + r[None, :]).to(tl.float32)
+    b = tl.load(b_ptr + r[:, None] * 16 + r[None, :]).to(tl.float32)
+    tl.store(c_ptr + r[:, None] * 16 + r[None, :], tl.dot(a, b))
+
+
+def widened_dot16(a, b):
+    """tl.dot (default inputPrecision=tf32) of tiles loaded in their own format and widened to fp32."""
+    c = torch.empty((16, 16), dtype=torch.float32)
+    widened_dot_kernel[(1,)](a, b, c)
+    return c
+
+
 @triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=1), triton.Config({"BLOCK": 128}, num_warps=4)],
                  key=["n"])
 @triton.jit

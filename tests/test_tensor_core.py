@@ -220,19 +220,25 @@ def _tf32_cases():
     for case in data["cases"]:
         K = case["K"]
         t = lambda key, shape: torch.tensor([float.fromhex(v) for v in case[key]], dtype=torch.float32).reshape(shape)
-        yield K, t("a", (8, K)), t("b", (K, 8)), t("c", (8, 8)), t("y", (8, 8))
+        yield K, t("a", (8, K)), t("b", (K, 8)), t("c", (8, 8)), t("y", (8, 8)), case.get("subnormal", False)
 
 
 def test_a_tf32_dot_as_an_h100_computed_it_is_emulated_bit_for_bit_and_accepted():
-    """384 results of ``tl.dot(a, b, acc, input_precision="tf32")`` on fp32 operands measured on an
-    H100 (wgmma, K = 2..32): the H100 drops the operands' low 13 bits, which the emulator does and
-    ``input_precision="tf32"`` models under the GPU profile (accepted in both modes).  A reference
-    that rounds the operands with ``.to(tf32)`` (to nearest) rejects most of them, and so does the
-    interpreter's profile, whose dot keeps the fp32 operands."""
-    to_nearest = elements = 0
-    for K, a, b, c, y in _tf32_cases():
+    """512 results of ``tl.dot(a, b, acc, input_precision="tf32")`` on fp32 operands measured on an
+    H100 (wgmma, K = 2..64; 128 of them with subnormal operands beside 2^100 partners): the H100
+    drops the operands' low 13 bits and keeps subnormals (flushing them would miss some results),
+    which the emulator does and ``input_precision="tf32"`` models under the GPU profile (accepted
+    in both modes).  A reference that rounds the operands with ``.to(tf32)`` (to nearest) rejects
+    most of them, and so does the interpreter's profile, whose dot keeps the fp32 operands."""
+    to_nearest = elements = flush_missed = 0
+    for K, a, b, c, y, subnormal in _tf32_cases():
         em = emulate(bias_dot_tf32, (a, b, c), plan=Plan(dot="tensor_core_folded"))
         assert torch.equal(em, y), K
+        if subnormal:
+            t = F.round(a.double(), F.tf32, "rtz")
+            flushed = tensor_core_dot(torch.where(t.abs() < 2.0 ** -126, 0.0, t), F.round(b.double(), F.tf32, "rtz"),
+                                      F.tf32, F.tf32, init=c.double(), block=8)
+            flush_missed += int((flushed != y.double()).sum())
         for mode in ("fixed", "statistical"):
             v = check(bias_dot_tf32, y, (a, b, c), mode=mode, backend="gpu", profile="h200")
             assert v.status == "accept", (K, mode, v.explain())
@@ -240,7 +246,7 @@ def test_a_tf32_dot_as_an_h100_computed_it_is_emulated_bit_for_bit_and_accepted(
         to_nearest += int(v.outputs[0].rejected.sum()) if v.status == "reject" else 0
         elements += y.numel()
         assert check(bias_dot_tf32, y, (a, b, c), mode="fixed", backend="interpreter").status == "reject", K
-    assert elements == 384 and to_nearest > elements // 2, to_nearest
+    assert elements == 512 and to_nearest > elements // 2 and flush_missed > 0, (to_nearest, flush_missed)
 
 
 @st.composite
@@ -294,3 +300,31 @@ def test_input_precision_names_what_is_modelled():
     with pytest.raises(no.InvalidArgument) as e:
         check(tf32x3, a, (a, a))
     assert "input_precision='tf32x3'" in str(e.value) and "('ieee', 'tf32')" in str(e.value)
+
+
+@no.reference(outputs=("y",))
+def dot_of_widened(a, b):
+    return no.matmul(a.to(fp32), b.to(fp32), acc=fp32)
+
+
+@no.reference(outputs=("y",))
+def dot_of_widened_tf32(a, b):
+    return no.matmul(a.to(fp32), b.to(fp32), acc=fp32, input_precision="tf32")
+
+
+def test_fp32_tiles_of_bf16_values_are_bounded_as_tf32_instructions():
+    """The instruction follows the tiles' type: bf16 values widened to fp32 before the dot run TF32
+    instructions of 8 products (twice as many as bf16 tiles take), so their statistical radius is
+    the TF32 dot's, wider than the bf16 dot's; reading them as TF32 changes nothing (exact)."""
+    g = torch.Generator().manual_seed(4)
+    a = torch.randn(4, 4096, generator=g).abs().to(torch.bfloat16)
+    b = torch.randn(4096, 4, generator=g).abs().to(torch.bfloat16)
+    y = tensor_core_dot(a.double(), b.double(), bf16, bf16, block=8).float()
+    radius = {}
+    for program in (dot, dot_of_widened, dot_of_widened_tf32):
+        v = check(program, y, (a, b), mode="statistical", backend="gpu", profile="h200")
+        assert v.status == "accept", (program.name, v.explain())
+        o = v.outputs[0]
+        radius[program.name] = (o.hi - o.lo).double()
+    assert torch.equal(radius["dot_of_widened"], radius["dot_of_widened_tf32"])
+    assert bool((radius["dot_of_widened"] > radius["dot"]).all())

@@ -487,7 +487,9 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False,
         # the tensor core's own bound (tensor_core_depth) beside the nearest one, which stays for
         # a dot Triton runs with FMAs: the larger is the worst case.  Its errors lean toward zero,
         # so half of each (tensor_core_lean) is a deterministic term and only the rest random
-        block = tensor_core_block(a.repr_fmt, b.repr_fmt)
+        # the instruction is chosen by the tiles' type: fp32 tiles of bf16 values still run
+        # TF32 instructions of 8 products (more of them, a larger bound)
+        block = tensor_core_block(a.fmt, b.fmt)
         g_tc = _gamma(ctx, tensor_core_depth(K, block), u, a.c.device)
         fold = g_tc * (1 + g_tc)
         S_hat = _aligned_magnitudes(a, b, A, B, S, ctx)
@@ -578,8 +580,8 @@ def tensor_core_dot(ctx, a, b, acc, exact_products: bool) -> bool:
 
 
 def tensor_core_block(a_fmt, b_fmt) -> int:
-    """Products per instruction for operands of these formats: 16 measured for 16-bit ones (8 for
-    TF32); 8, more blocks and so a larger bound, for anything else."""
+    """Products per instruction for tiles of these types (held formats): 16 measured for 16-bit
+    ones (8 for TF32); 8, more blocks and so a larger bound, for anything else."""
     return TC_BLOCK if builtins.max(a_fmt.bits, b_fmt.bits) == 16 else 8
 
 

@@ -517,7 +517,8 @@ def _dot_checks(i, dots: list, ref_dots: dict) -> list:
         if d.get("host"):
             continue
         prec = d.get("precision", "ieee")
-        fp32_in = "fp32" in (l.site.src_fmt, d.get("b_fmt"))
+        # fp32 operands whose values TF32 does not hold (an fp32 tile widened from bf16 loads does)
+        fp32_in = "fp32" in (l.site.src_fmt, d.get("b_fmt")) and not d.get("tf32_exact")
         tf32_read = prec == "tf32" and fp32_in and ref_tf32
         # (a reference reading TF32 operands where the kernel keeps fp32 has its own message below)
         if not d.get("exact_products") and not ref_rounded and not (fp32_in and ref_tf32):

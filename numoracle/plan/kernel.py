@@ -704,10 +704,15 @@ def _extract(k: KernelIR, launch_index: int) -> list:
             kdim = a_t.shape[-1] if a_t and a_t.shape else None
             prec = op.attr("inputPrecision") or "ieee"
             imp = op.attr("maxNumImpreciseAcc")
-            exact = bool(af and bf and fmt and fmt_obj(af).precision + fmt_obj(bf).precision
-                         <= fmt_obj(fmt).precision) and not (af == "fp32" or bf == "fp32")
+            # the operands' values: fp32 tiles widened from bf16 loads hold bf16 values, whose
+            # products are exact and which TF32 holds as they are
+            ra = (k.repr_of(op.operands[0]) if op.operands else None) or af
+            rb = (k.repr_of(op.operands[1]) if len(op.operands) > 1 else None) or bf
+            exact = bool(ra and rb and fmt and fmt_obj(ra) and fmt_obj(rb) and fmt_obj(fmt)
+                         and fmt_obj(ra).precision + fmt_obj(rb).precision <= fmt_obj(fmt).precision)
             add("dot", src_fmt=af, rounds=True,
                 detail={"b_fmt": bf, "k": kdim, "precision": prec.strip(","),
+                        "tf32_exact": subset(ra, "tf32") and subset(rb, "tf32"),
                         "imprecise": int(imp) if imp and imp.isdigit() and int(imp) > 0 else None,
                         "exact_products": exact, "mma": _mma(k, op), "acc_from": _dot_acc_from(k, op),
                         "ttgir": k.gmodule is not None})
