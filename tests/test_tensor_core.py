@@ -328,3 +328,24 @@ def test_fp32_tiles_of_bf16_values_are_bounded_as_tf32_instructions():
         radius[program.name] = (o.hi - o.lo).double()
     assert torch.equal(radius["dot_of_widened"], radius["dot_of_widened_tf32"])
     assert bool((radius["dot_of_widened"] > radius["dot"]).all())
+
+
+@no.reference(outputs=("y",))
+def subnormal_dot_tf32(a, b):
+    # a * 0.7 of a subnormal a rounds in fp32 (a * 3.0 would be exact there): an error term
+    return no.matmul(a * 0.7, b, acc=fp32, input_precision="tf32")
+
+
+def test_a_computed_subnormal_operand_loses_up_to_tf32s_subnormal_spacing():
+    """A subnormal operand with an error term is truncated to TF32's subnormal spacing, 2^-136, far
+    more than 2u of it: times 2^100 partners that loss is what the dot's region must hold
+    (accepted in both modes); no other term of the bound covers it."""
+    g = torch.Generator().manual_seed(8)
+    a = (torch.rand(16, 8, generator=g, dtype=torch.float64) * 2.0 ** -134).float()
+    b = (torch.rand(8, 4, generator=g, dtype=torch.float64) * 2.0 ** 100).float()
+    y = emulate(subnormal_dot_tf32, (a, b), plan=Plan(dot="tensor_core"))
+    whole = (F.round(a.double() * 0.7, fp32) @ b.double()).float()
+    assert not torch.equal(y, whole)     # the truncation lost something
+    for mode in ("fixed", "statistical"):
+        v = check(subnormal_dot_tf32, y, (a, b), mode=mode, backend="gpu", profile="h200")
+        assert v.status == "accept", (mode, v.explain())

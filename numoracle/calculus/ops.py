@@ -538,28 +538,26 @@ INPUT_PRECISIONS = ("ieee", "tf32")
 
 def _tf32_operand(x: Tracked) -> Tracked:
     """An fp32 operand as an sm_90 tensor-core dot with inputPrecision="tf32" reads it: the low 13
-    significand bits ignored, i.e. rounded toward zero to TF32 (every one of 24,576 H100 results,
-    docs/design.md §4.4).  A known value (no error term) becomes exactly that rounding.  A value
-    with an error term R keeps its centre c and gains the truncation's error, below one TF32 ulp
-    and so below 2u(|c| + R) (u TF32's unit roundoff): of 2u|c|, the average lean toward zero u|c|
-    is a deterministic term and the rest random, as for the accumulation's truncations
-    (``tensor_core_lean``); 2uR is deterministic.  Where the value may be a non-zero below the
-    smallest normal, a flush would lose less than that normal: a deterministic term (such a known
-    value keeps its centre)."""
+    significand bits dropped, i.e. rounded toward zero to TF32, subnormals too (every one of 122,880
+    H100 results, docs/design.md §4.4).  A known value (no error term) becomes exactly that
+    rounding.  A value with an error term R keeps its centre c and gains the truncation's error,
+    below one TF32 ulp: 2u(|c| + R) (u TF32's unit roundoff) for normal values, TF32's subnormal
+    spacing below its smallest normal.  Of 2u|c|, the average lean toward zero u|c| is a
+    deterministic term and the rest random, as for the accumulation's truncations
+    (``tensor_core_lean``); 2uR and the subnormal spacing are deterministic."""
     ctx = x.ctx
     c, R = x.c, x.radius()
     fmt = F.tf32
-    u, n = fmt.u, fmt.min_normal
+    u = fmt.u
     known = R == 0
-    tiny = ((c.abs() - R) < n) & ~(known & (c == 0))
-    settled = known & ~tiny
     # an infinity's bits stay infinite with the low ones dropped
     t = torch.where(c.abs() == math.inf, c, F.round(c, fmt, "rtz"))
-    c2 = torch.where(settled, t, c)
+    c2 = torch.where(known, t, c)
     label = ctx.label("TF32 operand of a dot (low 13 bits dropped)")
     half = torch.where(known, torch.zeros_like(c), u * c.abs())
     fm = FM.add_private(x.form, FM.Entry(half, half.square(), frozenset((ctx.new_key(),)), label), ctx.condensed)
-    det = half + 2 * u * R + tiny.to(torch.float64) * n
+    tiny = ~known & ((c.abs() - R) < fmt.min_normal)
+    det = half + 2 * u * R + tiny.to(torch.float64) * fmt.min_subnormal
     fm = FM.add_det(fm, f"{label} (toward zero)", det, ctx.condensed)
     return Tracked(c2, x.fmt, fm, ctx, repr_fmt=fmt, taint=x.taint)
 
