@@ -10,7 +10,9 @@ import torch
 from .. import formats as F
 from ..errors import InvalidArgument
 from . import form as FM
-from .tracked import Cond, Tracked, all_of, any_of, apply, broadcast_shapes, cat, scale_pow2, _div, ulp_bound_fp32, _as_cond, _ax, _or, _squeeze_axis, _sum_axis, _FP64_SLACK, promote, underflow_threshold
+from .tracked import Cond, LOG2E, Tracked, all_of, any_of, apply, broadcast_shapes, scale_pow2, _div, ulp_bound_fp32, _as_cond, _ax, _or, _squeeze_axis, _sum_axis, _FP64_SLACK, promote, underflow_threshold
+# the reference language calls ops.cat (reference._impl looks its functions up here)
+from .tracked import cat  # noqa: F401
 
 Tensor = torch.Tensor
 ORDERS = ("any", "sequential", "tree")
@@ -392,7 +394,6 @@ def gather(x: Tracked, index: Tensor, axis: int = -1) -> Tracked:
 def logsumexp(x: Tracked, axis: int = -1, keepdims: bool = False, exp: str = "exp2", order="any") -> Tracked:
     """lse = m + log(sum(exp(x - m))) in fp32 with m the row max; ``exp="exp2"``
     models exp2((x - m) * log2 e) as Liger's kernels compute it."""
-    from .tracked import LOG2E, apply
     m = max(x, axis, keepdims=True)
     z = x - m
     e = apply(z * LOG2E, "exp2") if exp == "exp2" else apply(z, "exp")
