@@ -28,7 +28,8 @@ terms over 2^±6 from a bias, and positive terms from zero (K = 8..4096), and su
 times 2^100 partners.  ``judge-tf32``: how many results the emulated instruction on the truncated
 operands reproduces (for subnormals also with them flushed), and the elements that
 ``c + no.matmul(a, b, input_precision="tf32")`` rejects under the GPU profile (and, to compare,
-``.to(tf32)``'s round-to-nearest operands); also reads measure-edges' "fp32-tf32" sets.
+``.to(tf32)``'s round-to-nearest operands and plain fp32 operands); also reads measure-edges'
+"fp32-tf32" sets.
 
 Each judge exits 1 if the emulation misses a result or the GPU profile rejects one (fp8 aside;
 judge-tf32: rejects only, as the subnormal operands' treatment is what it measures)."""
@@ -74,6 +75,25 @@ def edges_kernel(a_ptr, b_ptr, c_ptr, y_ptr, M, N, K, PREC: tl.constexpr, BM: tl
         b = tl.load(b_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
         acc = tl.dot(a, b, acc, input_precision=PREC)
     tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def _rejected(v) -> int:
+    """Elements a verdict rejects (0 for an accept or an uncertified verdict)."""
+    return int(v.outputs[0].rejected.sum()) if v.status == "reject" else 0
+
+
+def _report(res, out_json, meta=None):
+    """Print each group's counts and write them to ``out_json``: under "groups" beside the device
+    and Triton version where ``meta`` has them, else (measure-edges' files) as they are."""
+    if meta is not None:
+        print("measured on", meta.get("device"), "Triton", meta.get("triton"))
+    for k in sorted(res):
+        print(k, dict(res[k]))
+    if out_json:
+        groups = {k: dict(v) for k, v in sorted(res.items())}
+        with open(out_json, "w") as fh:
+            json.dump(groups if meta is None else {"device": meta.get("device"), "triton": meta.get("triton"),
+                                                   "groups": groups}, fh, indent=1)
 
 
 def measure(path):
@@ -153,16 +173,9 @@ def judge(path, out_json=None):
         for backend, prof in (("gpu", "h200"), ("interpreter", "interpreter")):
             for mode in ("fixed", "statistical"):
                 v = check(prog, y, inputs, mode=mode, backend=backend, profile=prof)
-                r[f"{prof} profile, {mode}: rejected elements"] += \
-                    int(v.outputs[0].rejected.sum()) if v.status == "reject" else 0
+                r[f"{prof} profile, {mode}: rejected elements"] += _rejected(v)
                 r[f"{prof} profile, {mode}: uncertified verdicts"] += v.status == "uncertified"
-    print("measured on", data.get("device"), "Triton", data.get("triton"))
-    for k in sorted(res):
-        print(k, dict(res[k]))
-    if out_json:
-        with open(out_json, "w") as fh:
-            json.dump({"device": data.get("device"), "triton": data.get("triton"),
-                       "groups": {k: dict(v) for k, v in sorted(res.items())}}, fh, indent=1)
+    _report(res, out_json, data)
     bad = sum(r[f"h200 profile, {m}: rejected elements"] for r in res.values() for m in ("fixed", "statistical"))
     miss = sum(r["elements"] - r["emulated bit for bit"] for r in res.values())
     return 1 if bad or miss else 0
@@ -257,12 +270,8 @@ def judge_edges(path, out_json=None):
         prog = {"e4m3": c_dot_tf32_acc, "fp32-tf32": c_dot_tf32_operands}.get(name, c_dot)
         for mode in ("fixed", "statistical"):
             v = check(prog, y, (a, b, c), mode=mode, backend="gpu", profile="h200")
-            r[f"GPU profile, {mode}: rejected elements"] += int(v.outputs[0].rejected.sum()) if v.status == "reject" else 0
-    for k in sorted(res):
-        print(k, dict(res[k]))
-    if out_json:
-        with open(out_json, "w") as fh:
-            json.dump({k: dict(v) for k, v in sorted(res.items())}, fh, indent=1)
+            r[f"GPU profile, {mode}: rejected elements"] += _rejected(v)
+    _report(res, out_json)
     bad = sum(v for k, r in res.items() if k != "e4m3" for m, v in r.items() if "rejected" in m)
     miss = sum(r["elements"] - r["emulated bit for bit"] for r in res.values() if "emulated bit for bit" in r)
     return 1 if bad or miss else 0
@@ -314,6 +323,10 @@ def judge_tf32(path, out_json=None):
     def to_tf32(a, b, c):
         return c + no.matmul(a.to(tf32), b.to(tf32), acc=fp32)
 
+    @no.reference(outputs=("y",))
+    def fp32_operands(a, b, c):
+        return c + no.matmul(a, b, acc=fp32)
+
     data = torch.load(path, weights_only=False)
     res = collections.defaultdict(collections.Counter)
     sets = data["sets"] if isinstance(data, dict) else data      # measure-edges saved a list
@@ -332,19 +345,12 @@ def judge_tf32(path, out_json=None):
             r["emulated bit for bit (subnormals flushed)"] += int((emf == y.double()).sum())
         for mode in ("fixed", "statistical"):
             v = check(tf32_operands, y, (a, b, c), mode=mode, backend="gpu", profile="h200")
-            r[f"input_precision=tf32, {mode}: rejected elements"] += \
-                int(v.outputs[0].rejected.sum()) if v.status == "reject" else 0
+            r[f"input_precision=tf32, {mode}: rejected elements"] += _rejected(v)
             r[f"input_precision=tf32, {mode}: uncertified verdicts"] += v.status == "uncertified"
-        v = check(to_tf32, y, (a, b, c), mode="fixed", backend="gpu", profile="h200")
-        r[".to(tf32), fixed: rejected elements"] += int(v.outputs[0].rejected.sum()) if v.status == "reject" else 0
-    meta = data if isinstance(data, dict) else {}
-    print("measured on", meta.get("device"), "Triton", meta.get("triton"))
-    for k in sorted(res):
-        print(k, dict(res[k]))
-    if out_json:
-        with open(out_json, "w") as fh:
-            json.dump({"device": meta.get("device"), "triton": meta.get("triton"),
-                       "groups": {k: dict(v) for k, v in sorted(res.items())}}, fh, indent=1)
+        for name, prog in ((".to(tf32)", to_tf32), ("fp32 operands", fp32_operands)):
+            v = check(prog, y, (a, b, c), mode="fixed", backend="gpu", profile="h200")
+            r[f"{name}, fixed: rejected elements"] += _rejected(v)
+    _report(res, out_json, data if isinstance(data, dict) else {})
     bad = sum(v for r in res.values() for m, v in r.items() if m.startswith("input_precision") and "rejected" in m)
     return 1 if bad else 0
 

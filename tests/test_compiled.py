@@ -114,44 +114,28 @@ def _linear(a, b, c):
     return no.maximum(no.matmul(a, b, acc=F.fp32) + c, 0.0).to(F.bf16)
 
 
-@pytest.mark.parametrize("K", [1, 3, 40])
-def test_a_tensor_core_dot_compiles_to_its_eager_verdict(fresh, K):
-    """The GPU profile's tensor-core bound and folded add, traced with K a symbol, decide as the
-    eager verdict on the emulated instruction's outputs (docs/design.md §4.4)."""
-    g = torch.Generator().manual_seed(K)
-    a = (torch.randn(24, K, generator=g) * 4).to(torch.bfloat16)
-    b = torch.randn(K, 16, generator=g).to(torch.bfloat16)
-    c = (torch.randn(16, generator=g) * 8).float()
-    outs = emulate(_linear, (a, b, c), {}, Plan(seed=K, dot="tensor_core_folded"))
-    kw = {"backend": "gpu", "profile": "h200"}
-    ve = check_modes(_linear, outs, (a, b, c), settings=EAGER, **kw)
-    check_modes(_linear, outs, (a, b, c), settings=ALWAYS, **kw)
-    vc = check_modes(_linear, outs, (a, b, c), settings=ALWAYS, **kw)
-    plan = _only_plan()
-    assert plan.fn is not None and plan.failed is None
-    _assert_same(ve, vc)
-    assert ve["fixed"].status == "accept"
-
-
 @no.reference(outputs=("y",))
 def _linear_tf32(a, b, c):
     return no.maximum(no.matmul(a, b, acc=F.fp32, input_precision="tf32") + c, 0.0)
 
 
-@pytest.mark.parametrize("K", [3, 40])
-def test_a_tf32_dot_compiles_to_its_eager_verdict(fresh, K):
-    """fp32 operands read as TF32 under the GPU profile (known operands truncated, docs/design.md
-    §4.4), traced with K a symbol: the compiled verdict decides as the eager one, and the emulated
-    H100 dot is accepted."""
+@pytest.mark.parametrize("program,dtype,K", [(_linear, torch.bfloat16, 1), (_linear, torch.bfloat16, 3),
+                                             (_linear, torch.bfloat16, 40), (_linear_tf32, torch.float32, 3),
+                                             (_linear_tf32, torch.float32, 40)],
+                         ids=["bf16-1", "bf16-3", "bf16-40", "tf32-3", "tf32-40"])
+def test_a_tensor_core_dot_compiles_to_its_eager_verdict(fresh, program, dtype, K):
+    """The GPU profile's tensor-core bound and folded add, with bf16 operands or fp32 ones read as
+    TF32 (known operands truncated), traced with K a symbol, decide as the eager verdict on the
+    emulated instruction's outputs, which are accepted (docs/design.md §4.4)."""
     g = torch.Generator().manual_seed(K)
-    a = torch.randn(24, K, generator=g) * 4
-    b = torch.randn(K, 16, generator=g)
+    a = (torch.randn(24, K, generator=g) * 4).to(dtype)
+    b = torch.randn(K, 16, generator=g).to(dtype)
     c = (torch.randn(16, generator=g) * 8).float()
-    outs = emulate(_linear_tf32, (a, b, c), {}, Plan(seed=K, dot="tensor_core_folded"))
+    outs = emulate(program, (a, b, c), {}, Plan(seed=K, dot="tensor_core_folded"))
     kw = {"backend": "gpu", "profile": "h200"}
-    ve = check_modes(_linear_tf32, outs, (a, b, c), settings=EAGER, **kw)
-    check_modes(_linear_tf32, outs, (a, b, c), settings=ALWAYS, **kw)
-    vc = check_modes(_linear_tf32, outs, (a, b, c), settings=ALWAYS, **kw)
+    ve = check_modes(program, outs, (a, b, c), settings=EAGER, **kw)
+    check_modes(program, outs, (a, b, c), settings=ALWAYS, **kw)
+    vc = check_modes(program, outs, (a, b, c), settings=ALWAYS, **kw)
     plan = _only_plan()
     assert plan.fn is not None and plan.failed is None
     _assert_same(ve, vc)

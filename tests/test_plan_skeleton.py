@@ -153,18 +153,22 @@ def test_a_dot_accumulated_over_a_k_loop_is_one_matmul(tmp_path):
     assert "def lambda_plan(a, b):" in text, text
 
 
-@pytest.mark.parametrize("precision", ["tf32", "ieee"])
-def test_a_dot_that_reads_fp32_operands_as_tf32_says_so(tmp_path, precision):
+@pytest.mark.parametrize("case", ["tf32", "ieee", "widened"])
+def test_a_dot_that_reads_fp32_operands_as_tf32_says_so(tmp_path, case):
     """``tl.dot`` on fp32 operands reads them as TF32 by default: the skeleton's ``no.matmul`` says
-    ``input_precision="tf32"`` (and not for ``"ieee"``), and its own plan check agrees."""
+    ``input_precision="tf32"``, and not for ``"ieee"`` nor for fp32 tiles widened from bf16 loads
+    (TF32 holds their values); its own plan check agrees each time."""
     import test_plan_kernels as PK
     from numoracle.plan import check_plan
     a, b = torch.randn(16, 16), torch.randn(16, 16)
-    text = skeleton(no.reference(lambda a, b: no.matmul(a, b)), PK.dot16, [a, b], {"precision": precision},
-                    name="dot_plan")
-    assert ('input_precision="tf32"' in text) == (precision == "tf32"), text
-    ref = _own(tmp_path, "dot", text, f"my_dot_{precision}")
-    assert check_plan(ref, PK.dot16, [a, b], {"precision": precision}).ok
+    kernel, params = PK.dot16, {"precision": case}
+    if case == "widened":
+        a, b = a.to(torch.bfloat16), b.to(torch.bfloat16)
+        kernel, params = PK.widened_dot16, {}
+    text = skeleton(no.reference(lambda a, b: no.matmul(a, b)), kernel, [a, b], params, name="dot_plan")
+    assert ('input_precision="tf32"' in text) == (case == "tf32"), text
+    ref = _own(tmp_path, "dot", text, f"my_dot_{case}")
+    assert check_plan(ref, kernel, [a, b], params).ok
 
 
 def test_a_partial_added_by_an_fp32_atomic_is_a_flushing_accumulation(tmp_path):

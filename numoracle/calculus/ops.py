@@ -537,6 +537,12 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False,
 INPUT_PRECISIONS = ("ieee", "tf32")
 
 
+def tf32_truncate(v: Tensor) -> Tensor:
+    """fp32 values with their low 13 significand bits dropped, as an H100 reads them: rounded
+    toward zero to TF32, subnormals too; an infinity's bits stay infinite."""
+    return torch.where(v.abs() == math.inf, v, F.round(v, F.tf32, "rtz"))
+
+
 def _tf32_operand(x: Tracked) -> Tracked:
     """An fp32 operand as an sm_90 tensor-core dot with inputPrecision="tf32" reads it: the low 13
     significand bits dropped, i.e. rounded toward zero to TF32, subnormals too (every one of 122,880
@@ -551,9 +557,7 @@ def _tf32_operand(x: Tracked) -> Tracked:
     fmt = F.tf32
     u = fmt.u
     known = R == 0
-    # an infinity's bits stay infinite with the low ones dropped
-    t = torch.where(c.abs() == math.inf, c, F.round(c, fmt, "rtz"))
-    c2 = torch.where(known, t, c)
+    c2 = torch.where(known, tf32_truncate(c), c)
     label = ctx.label("TF32 operand of a dot (low 13 bits dropped)")
     half = torch.where(known, torch.zeros_like(c), u * c.abs())
     fm = FM.add_private(x.form, FM.Entry(half, half.square(), frozenset((ctx.new_key(),)), label), ctx.condensed)

@@ -704,10 +704,7 @@ def _extract(k: KernelIR, launch_index: int) -> list:
             kdim = a_t.shape[-1] if a_t and a_t.shape else None
             prec = op.attr("inputPrecision") or "ieee"
             imp = op.attr("maxNumImpreciseAcc")
-            # the operands' values: fp32 tiles widened from bf16 loads hold bf16 values, whose
-            # products are exact and which TF32 holds as they are
-            ra = (k.repr_of(op.operands[0]) if op.operands else None) or af
-            rb = (k.repr_of(op.operands[1]) if len(op.operands) > 1 else None) or bf
+            ra, rb = dot_operand_formats(k, op)
             exact = bool(ra and rb and fmt and fmt_obj(ra) and fmt_obj(rb) and fmt_obj(fmt)
                          and fmt_obj(ra).precision + fmt_obj(rb).precision <= fmt_obj(fmt).precision)
             add("dot", src_fmt=af, rounds=True,
@@ -808,6 +805,13 @@ def _scaling_product(defs: dict, name, depth: int = 0):
             continue
         return None
     return None
+
+
+def dot_operand_formats(k: KernelIR, op) -> tuple:
+    """The formats of a dot's operand values (not their types): fp32 tiles widened from bf16 loads
+    hold bf16 values, whose products are exact and which TF32 holds as they are."""
+    types = [fmt_name(t.elem) if t else None for t in (list(op.operand_types) + [None, None])[:2]]
+    return tuple((k.repr_of(op.operands[i]) if len(op.operands) > i else None) or types[i] for i in (0, 1))
 
 
 def _mma(k: KernelIR, op) -> str | None:

@@ -216,10 +216,11 @@ class _Launch:
         """``tl.dot`` over the whole K (the products' sum in any order): ``no.matmul``."""
         fmt = self.k.fmt_of(op.results[0]) if getattr(op, "results", None) else "fp32"
         acc = "fp32" if fmt in (None, "fp32") else self.em.fmt_expr(fmt)
-        # fp32 operands read as TF32 (tl.dot's default): the reference says so
+        # fp32 operands read as TF32 (tl.dot's default): the reference says so, unless TF32 holds
+        # their values (tiles widened from bf16), as the plan check decides
         prec = (op.attr("inputPrecision") or "ieee").strip(",")
-        fp32_in = "fp32" in (self.k.fmt_of(op.operands[0]), self.k.fmt_of(op.operands[1]))
-        tf32 = ', input_precision="tf32"' if prec == "tf32" and fp32_in else ""
+        read = not all(K.subset(f, "tf32") for f in K.dot_operand_formats(self.k, op))
+        tf32 = ', input_precision="tf32"' if prec == "tf32" and read else ""
         return self.em.emit(named, f"no.matmul({self.value(op.operands[0])}, {self.value(op.operands[1])}, "
                                    f"acc={acc}{tf32})", cm)
 

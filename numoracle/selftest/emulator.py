@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import formats as F
-from ..calculus.ops import tensor_core_block
+from ..calculus.ops import tensor_core_block, tf32_truncate
 from ..calculus.tracked import LOG2E, _fmt_arg, _subset, promote
 from ..errors import InvalidArgument
 from ..mathlib import MathProfile
@@ -507,9 +507,7 @@ def matmul(a: Emulated, b: Emulated, acc=None, order="any", ftz=False, input_pre
     acc = _fmt_arg(acc) if acc is not None else F.fp32
     if input_precision == "tf32" and a.plan.dot != "nearest":
         # an H100 reads fp32 operands with their low 13 bits dropped (the interpreter keeps them)
-        a, b = (x if _subset(x.fmt, F.tf32) else
-                Emulated(torch.where(x.v.abs() == math.inf, x.v, F.round(x.v, F.tf32, "rtz")), F.tf32, x.plan)
-                for x in (a, b))
+        a, b = (x if _subset(x.fmt, F.tf32) else Emulated(tf32_truncate(x.v), F.tf32, x.plan) for x in (a, b))
     if a.plan.dot != "nearest" and acc is F.fp32 and a.fmt.precision + b.fmt.precision <= acc.precision:
         block = tensor_core_block(a.fmt, b.fmt)
         v = tensor_core_dot(a.v, b.v, a.fmt, b.fmt, block=block)
