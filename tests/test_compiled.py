@@ -119,14 +119,21 @@ def _linear_tf32(a, b, c):
     return no.maximum(no.matmul(a, b, acc=F.fp32, input_precision="tf32") + c, 0.0)
 
 
+@no.reference(outputs=("y",))
+def _linear_x3(a, b, c):
+    return no.maximum(no.matmul(a * 0.7, b, acc=F.fp32, input_precision="tf32x3") + c, 0.0)
+
+
 @pytest.mark.parametrize("program,dtype,K", [(_linear, torch.bfloat16, 1), (_linear, torch.bfloat16, 3),
                                              (_linear, torch.bfloat16, 40), (_linear_tf32, torch.float32, 3),
-                                             (_linear_tf32, torch.float32, 40)],
-                         ids=["bf16-1", "bf16-3", "bf16-40", "tf32-3", "tf32-40"])
+                                             (_linear_tf32, torch.float32, 40), (_linear_x3, torch.float32, 3),
+                                             (_linear_x3, torch.float32, 40)],
+                         ids=["bf16-1", "bf16-3", "bf16-40", "tf32-3", "tf32-40", "tf32x3-3", "tf32x3-40"])
 def test_a_tensor_core_dot_compiles_to_its_eager_verdict(fresh, program, dtype, K):
     """The GPU profile's tensor-core bound and folded add, with bf16 operands or fp32 ones read as
-    TF32 (known operands truncated), traced with K a symbol, decide as the eager verdict on the
-    emulated instruction's outputs, which are accepted (docs/design.md §4.4)."""
+    TF32 (known operands truncated) or split into three TF32 dots (a computed operand), traced
+    with K a symbol, decide as the eager verdict on the emulated instruction's outputs, which
+    are accepted (docs/design.md §4.4)."""
     g = torch.Generator().manual_seed(K)
     a = (torch.randn(24, K, generator=g) * 4).to(dtype)
     b = torch.randn(K, 16, generator=g).to(dtype)

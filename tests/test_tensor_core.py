@@ -19,7 +19,8 @@ import numoracle as no  # noqa: E402
 from numoracle import formats as F  # noqa: E402
 from numoracle.check import check  # noqa: E402
 from numoracle.formats import bf16, fp16, fp32  # noqa: E402
-from numoracle.selftest.emulator import Plan, emulate, tensor_core_dot  # noqa: E402
+from numoracle.calculus.ops import SPLITS  # noqa: E402
+from numoracle.selftest.emulator import Plan, emulate, split_dot, tensor_core_dot  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "h100_tensor_core.json"
 # NUMORACLE_TENSOR_CORE_EXAMPLES=3000 python -m pytest tests/test_tensor_core.py -k contains: a long run
@@ -294,12 +295,141 @@ def test_input_precision_names_what_is_modelled():
     a = torch.ones(2, 2)
 
     @no.reference(outputs=("y",))
-    def tf32x3(a, b):
-        return no.matmul(a, b, input_precision="tf32x3")
+    def bf16x9(a, b):
+        return no.matmul(a, b, input_precision="bf16x9")
 
     with pytest.raises(no.InvalidArgument) as e:
-        check(tf32x3, a, (a, a))
-    assert "input_precision='tf32x3'" in str(e.value) and "('ieee', 'tf32')" in str(e.value)
+        check(bf16x9, a, (a, a))
+    assert "input_precision='bf16x9'" in str(e.value), str(e.value)
+    assert "('ieee', 'tf32', 'tf32x3', 'bf16x3', 'bf16x6')" in str(e.value), str(e.value)
+
+
+@no.reference(outputs=("y",))
+def bias_dot_x3(a, b, c):
+    return c + no.matmul(a, b, acc=fp32, input_precision="tf32x3")
+
+
+def _split_programs(name):
+    @no.reference(outputs=("y",))
+    def bias_dot_split(a, b, c):
+        return c + no.matmul(a, b, acc=fp32, input_precision=name)
+
+    @no.reference(outputs=("y",))
+    def scaled_dot_split(a, b, c):
+        # a * 0.7 rounds in fp32 (subnormals too): an operand with an error term, split by the dot
+        return c + no.matmul(a * 0.7, b, acc=fp32, input_precision=name)
+    return bias_dot_split, scaled_dot_split
+
+
+SPLIT_PROGRAMS = {name: _split_programs(name) for name in SPLITS}
+
+
+@pytest.mark.parametrize("name", sorted(SPLITS))
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(case=fp32_dot_cases(), seed=st.integers(0, 7))
+def test_the_split_models_contain_every_emulated_split_dot(name, case, seed):
+    """fp32 operands over wide binades, with zeros and subnormals, split as Triton does for
+    tf32x3 (TF32 big part, truncated small part), bf16x3 and bf16x6 (bf16 parts rounded to nearest)
+    and summed by tensor-core dots per K tile (8 to 64 wide), the tiles' sums added in fp32, the
+    bias as the accumulator's start: accepted under the GPU profile in both modes, with known
+    operands and with a computed one; and on the interpreter, whose dot keeps the fp32 operands
+    whatever the precision."""
+    a, b, c = case
+    for plan, backend, profile in ((Plan(seed=seed, dot="tensor_core_folded"), "gpu", "h200"),
+                                   (Plan(seed=seed, dot="tensor_core"), "gpu", "h200"),
+                                   (Plan(seed=seed), "interpreter", "interpreter")):
+        for program in SPLIT_PROGRAMS[name]:
+            y = emulate(program, (a, b, c), plan=plan)
+            for mode in ("fixed", "statistical"):
+                v = check(program, y, (a, b, c), mode=mode, backend=backend, profile=profile)
+                assert v.status == "accept", (program.name, profile, mode, v.explain())
+
+
+def test_split_dots_as_an_h200_computed_them_are_emulated_bit_for_bit_and_accepted():
+    """960 results of ``acc = tl.dot(a, b, acc, input_precision=P)`` on fp32 operands, P = tf32x3,
+    bf16x3 and bf16x6, measured on an H200 with Triton 3.6 (K = 16 and 64; K tiles of 16 on mma
+    v2 and of 32 on wgmma; mixed, positive, wide-exponent, cancelling and subnormal operands): the
+    emulated split reproduces every one bit for bit and the matching ``input_precision`` accepts
+    them in both modes under the GPU profile, where a reference of one TF32 dot rejects most of
+    them (docs/design.md §4.4)."""
+    data = json.loads((Path(__file__).parent / "fixtures" / "h200_split_dot.json").read_text())
+    results = one_dot_rejects = 0
+    for case in data["cases"]:
+        K = case["K"]
+        t = lambda key, shape: torch.tensor([float.fromhex(v) for v in case[key]], dtype=torch.float32).reshape(shape)
+        a, b, c = t("a", (4, K)), t("b", (K, 4)), t("c", (4, 4))
+        for name in SPLITS:
+            for bk in (16, 32):
+                y = t(f"y {name} bk{bk}", (4, 4))
+                em = split_dot(a.double(), b.double(), SPLITS[name], init=c.double(), bk=bk)
+                assert torch.equal(em, y.double()), (name, case["kind"], K, bk)
+                for mode in ("fixed", "statistical"):
+                    v = check(SPLIT_PROGRAMS[name][0], y, (a, b, c), mode=mode, backend="gpu", profile="h200")
+                    assert v.status == "accept", (name, case["kind"], K, bk, mode, v.explain())
+                v = check(bias_dot_tf32, y, (a, b, c), mode="fixed", backend="gpu", profile="h200")
+                one_dot_rejects += int(v.outputs[0].rejected.sum()) if v.status == "reject" else 0
+                results += y.numel()
+    assert results == 960 and one_dot_rejects > results // 2, one_dot_rejects
+
+
+@pytest.mark.parametrize("name", sorted(SPLITS))
+def test_a_split_model_rejects_the_other_splits_and_the_whole_product(name):
+    """Planted, under the GPU profile: on random operands the true split is accepted, the same
+    split dropping its last product and one TF32 dot rejected.  On operands 1 + 1.5 2^-9, whose
+    bf16 split leaves a mid part that bf16x3 squares away (tf32x3 and bf16x6 keep them whole),
+    bf16x3's result and the whole products' are told apart both ways."""
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.randn(8, 64, generator=g), torch.randn(64, 8, generator=g)
+    c = torch.zeros(8, 8)
+
+    def verdict(y, a, b):
+        return check(SPLIT_PROGRAMS[name][0], y.float(), (a, b, c), mode="fixed", backend="gpu",
+                     profile="h200").status
+    A, B = a.double(), b.double()
+    assert verdict(split_dot(A, B, SPLITS[name], bk=32), a, b) == "accept"
+    assert verdict(split_dot(A[:, :63], B[:63], SPLITS[name], bk=32), a, b) == "reject"
+    assert verdict(tensor_core_dot(ops_tf32(A), ops_tf32(B), F.tf32, F.tf32, block=8), a, b) == "reject"
+    a2, b2 = torch.full((8, 64), 1 + 1.5 * 2.0 ** -9), torch.full((64, 8), 1 + 1.5 * 2.0 ** -9)
+    A2, B2 = a2.double(), b2.double()
+    whole = A2 @ B2
+    assert verdict(split_dot(A2, B2, SPLITS[name], bk=32), a2, b2) == "accept"
+    for other in SPLITS:
+        y = split_dot(A2, B2, SPLITS[other], bk=32)
+        assert verdict(y, a2, b2) == ("accept" if (other == "bf16x3") == (name == "bf16x3") else "reject"), other
+    assert verdict(whole, a2, b2) == ("reject" if name == "bf16x3" else "accept")
+
+
+def ops_tf32(x):
+    from numoracle.calculus.ops import tf32_truncate
+    return tf32_truncate(x)
+
+
+def test_an_added_accumulator_passes_every_tile_add_of_a_tf32x3_dot():
+    """A K loop ``acc = tl.dot(a, b, acc, input_precision="tf32x3")`` from a large start adds each
+    tile's small sum to it in fp32, rounded to nearest: one rounding per tile, each of up to half
+    an ulp of the start, which the reference's single add of c after the dot does not hold.  Here
+    every tile of 8 sums to 3/4 of an ulp of 1, so every add rounds up by a quarter: 32 tiles
+    leave 8 ulps.  The region carries them (accepted); without that term they are rejected."""
+    from numoracle.calculus import ops
+    K = 256
+    a = torch.full((4, K), 0.75 * 2.0 ** -26)
+    b = torch.ones(K, 4)
+    c = torch.ones(4)
+    y = split_dot(a.double(), b.double(), SPLITS["tf32x3"], init=c.double()[None, :].expand(4, 4), bk=8).float()
+    assert torch.equal(y.double(), torch.full((4, 4), 1 + 32 * 2.0 ** -23))
+    assert check(bias_dot_x3, y, (a, b, c), mode="fixed", backend="gpu", profile="h200").status == "accept"
+    orig = ops._split_matmul
+
+    def no_fold(*args):
+        out = orig(*args)
+        out.dot_fold = None
+        return out
+    ops._split_matmul = no_fold
+    try:
+        v = check(bias_dot_x3, y, (a, b, c), mode="fixed", backend="gpu", profile="h200")
+    finally:
+        ops._split_matmul = orig
+    assert v.status == "reject", v.explain()
 
 
 @no.reference(outputs=("y",))

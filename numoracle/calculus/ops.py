@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -411,14 +412,15 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False,
     format with .to).  ``ftz``: the accumulation may flush subnormal products and
     partial sums to zero (split-K partials added by fp32 atomics).  ``input_precision``:
     "tf32" where the dot reads fp32 operands as TF32 (``tl.dot``'s default for fp32), which a
-    tensor-core profile models as the H100 does (``_tf32_operand``); "ieee" keeps them."""
+    tensor-core profile models as the H100 does (``_tf32_operand``); "tf32x3" where Triton splits
+    fp32 tiles into three TF32 dots, "bf16x3" / "bf16x6" into three / six bf16 dots
+    (``_split_matmul``); "ieee" keeps them.  The interpreter's dot keeps fp32 operands whatever
+    the precision."""
     from .tracked import _fmt_arg, _subset
     if input_precision not in INPUT_PRECISIONS:
         raise InvalidArgument(
             f"matmul: input_precision={input_precision!r}: expected one of {INPUT_PRECISIONS}, the "
-            f"values of tl.dot's input_precision that numoracle models (\"tf32x3\" is not modelled: "
-            f"its result is close to fp32's, so a reference with \"ieee\" is the nearer model, but "
-            f"its bound is not derived).")
+            f"values of tl.dot's input_precision that numoracle models (docs/design.md §4.4).")
     # a float torch tensor beside the program (a constant matrix: a prefix sum as a product
     # with a triangle of ones) is an operand exact in its dtype's format, as in arithmetic
     proto = a if isinstance(a, Tracked) else b
@@ -447,41 +449,22 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False,
         # the interpreter's dot reads fp32 operands as they are (a float32 matmul); a GPU's reads
         # them as TF32.  Narrower operands (bf16, fp16) are TF32 values already
         a, b = (x if _subset(x.repr_fmt, F.tf32) else _tf32_operand(x) for x in (a, b))
+    if input_precision in SPLITS and ctx.profile.dot == "tensor_core" and acc is F.fp32 \
+            and a.fmt is F.fp32 and b.fmt is F.fp32:
+        # Triton splits fp32 tiles only; others take their own tensor-core dot below
+        return _split_matmul(a, b, K, order, ftz, SPLITS[input_precision], ctx)
     c = a.c @ b.c
     exact_products = a.repr_fmt.precision + b.repr_fmt.precision <= acc.precision
     Ra, Rb = a.radius(), b.radius()
     A, B = a.c.abs() + Ra, b.c.abs() + Rb
     S = A @ B
-    fm = FM.Form()
-    # first-order propagation of input errors: aggregated per output element
-    for src, other_c, left in ((a, b.c, True), (b, a.c, False)):
-        for k, t in src.form.shared.items():
-            coef = t.coef.expand(src.c.shape)
-            # a symbol that is one variable along K (extent 1 there) adds up with
-            # its sign across the dot: it stays a shared symbol of the output
-            k_axis = -1 if left else -2
-            if t.s.dim() == src.c.dim() and t.s.shape[k_axis] == 1:
-                fm = FM.add(fm, FM.Form({k: FM.Term(coef @ other_c if left else other_c @ coef, t.s)}),
-                            ctx.condensed)
-                continue
-            prov, label = ctx.symbols[k]
-            ab = (coef.abs() @ other_c.abs()) if left else (other_c.abs() @ coef.abs())
-            var = ((coef * t.s).square() @ other_c.square()) if left else (other_c.square() @ (coef * t.s).square())
-            fm = FM.add_private(fm, FM.Entry(ab, var, prov, label), ctx.condensed)
-        for e in src.form.private:
-            ea, ev = e.abs.expand(src.c.shape), e.var.expand(src.c.shape)
-            ab = (ea @ other_c.abs()) if left else (other_c.abs() @ ea)
-            var = (ev @ other_c.square()) if left else (other_c.square() @ ev)
-            fm = FM.add_private(fm, FM.Entry(ab, var, e.prov, e.label), ctx.condensed)
-        for k, v in src.form.det.items():
-            vv = v.expand(src.c.shape)
-            fm = FM.add_det(fm, k, (vv @ other_c.abs()) if left else (other_c.abs() @ vv), ctx.condensed)
-    if ctx.any((Ra > 0)) and ctx.any((Rb > 0)):
-        fm = FM.add_det(fm, ctx.label("matmul (second order)"), Ra @ Rb, ctx.condensed)
+    fm = _propagate(a, b, ctx)
     d = depth(order, K) + (0 if exact_products else 1)
     u = acc.u
     label = ctx.label(f"{acc} dot over K={ctx.count(K)} ({order} order{'' if exact_products else ', rounded products'}"
-                      f"{', TF32 operands' if tf32_in else ''}{', flushing subnormals' if ftz else ''})")
+                      f"{', TF32 operands' if tf32_in else ''}"
+                      f"{', ' + SPLITS[input_precision].label if input_precision in SPLITS else ''}"
+                      f"{', flushing subnormals' if ftz else ''})")
     gamma = _gamma(ctx, d, u, a.c.device)
     tc = None
     if tensor_core_dot(ctx, a, b, acc, exact_products):
@@ -534,7 +517,193 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False,
     return out
 
 
-INPUT_PRECISIONS = ("ieee", "tf32")
+def _propagate(a: Tracked, b: Tracked, ctx) -> FM.Form:
+    """The first-order propagation of a dot's operand errors, aggregated per output element
+    (each operand's terms times the other's centre), and the second-order term."""
+    Ra, Rb = a.radius(), b.radius()
+    fm = FM.Form()
+    for src, other_c, left in ((a, b.c, True), (b, a.c, False)):
+        for k, t in src.form.shared.items():
+            coef = t.coef.expand(src.c.shape)
+            # a symbol that is one variable along K (extent 1 there) adds up with
+            # its sign across the dot: it stays a shared symbol of the output
+            k_axis = -1 if left else -2
+            if t.s.dim() == src.c.dim() and t.s.shape[k_axis] == 1:
+                fm = FM.add(fm, FM.Form({k: FM.Term(coef @ other_c if left else other_c @ coef, t.s)}),
+                            ctx.condensed)
+                continue
+            prov, label = ctx.symbols[k]
+            ab = (coef.abs() @ other_c.abs()) if left else (other_c.abs() @ coef.abs())
+            var = ((coef * t.s).square() @ other_c.square()) if left else (other_c.square() @ (coef * t.s).square())
+            fm = FM.add_private(fm, FM.Entry(ab, var, prov, label), ctx.condensed)
+        for e in src.form.private:
+            ea, ev = e.abs.expand(src.c.shape), e.var.expand(src.c.shape)
+            ab = (ea @ other_c.abs()) if left else (other_c.abs() @ ea)
+            var = (ev @ other_c.square()) if left else (other_c.square() @ ev)
+            fm = FM.add_private(fm, FM.Entry(ab, var, e.prov, e.label), ctx.condensed)
+        for k, v in src.form.det.items():
+            vv = v.expand(src.c.shape)
+            fm = FM.add_det(fm, k, (vv @ other_c.abs()) if left else (other_c.abs() @ vv), ctx.condensed)
+    if ctx.any((Ra > 0)) and ctx.any((Rb > 0)):
+        fm = FM.add_det(fm, ctx.label("matmul (second order)"), Ra @ Rb, ctx.condensed)
+    return fm
+
+
+# ---- tl.dot's split precisions on an sm_90 GPU (docs/design.md §4.4)
+# Triton's F32DotTC pass rewrites a dot of fp32 tiles before it picks instructions: each operand x
+# is split into parts of a narrow format, the first the rounding of x, each next the rounding of
+# what the earlier ones leave; per K tile, from zero, tensor-core dots add the products of the
+# ``pairs`` of parts in order, NaNs of that sum become 0, a last dot adds hi_a hi_b, and an fp32
+# add rounded to nearest adds the tile's sum to the accumulator.  emulator.split_dot computes it.
+
+
+@dataclass(frozen=True)
+class Split:
+    """One split precision: the parts' format and rounding, the pairs of part indices the dots
+    multiply before the mask (hi_a hi_b comes last), products per instruction, and the bounds its
+    derivation gives (docs/design.md §4.4): |T - ab| <= eps |a||b| + spacing (|a| + |b|) + 2^-260
+    per product, T what the dots multiply; every part after the first below ``small`` |x| plus
+    ``spacing``, and a non-zero one at least ``least`` |x|; the first part at most (1 + 2^-7) |x|."""
+    name: str
+    fmt: str
+    rounding: str
+    parts: int
+    pairs: tuple
+    block: int
+    eps: float
+    spacing: float
+    small: float
+    least: float
+    overflow: float
+
+    @property
+    def dots(self) -> int:
+        return len(self.pairs) + 1
+
+    @property
+    def label(self) -> str:
+        """What the dot's site label says (the plan reader reads it back)."""
+        return f"{self.name.upper().replace('X', 'x')} operands"
+
+
+SPLITS = {
+    # big = x to nearest (ties away) in TF32, small = x - big truncated to TF32 by the dot's read:
+    # T - ab = big_a (s_b - s_b') + (s_a - s_a') big_b + s_a s_b, |s| <= 2^-11 |x| + 2^-137,
+    # |s - s'| <= 2^-21 |x| + 2^-136: (2 (1 + 2^-11) 2^-21 + 2^-22) |a||b|, rounded up
+    "tf32x3": Split("tf32x3", "tf32", "rna", 2, ((1, 0), (0, 1)), 8, 2.0 ** -20 + 2.0 ** -22 + 2.0 ** -30,
+                    2.0 ** -135, 2.0 ** -10, 2.0 ** -24, (2.0 - 2.0 ** -11) * 2.0 ** 127),
+    # hi, mid to nearest even in bf16; r = x - hi - mid, |r| <= 2^-16 |x| + 2^-134: T - ab =
+    # mid_a mid_b + hi_a r_b + r_a hi_b + mid_a r_b + r_a mid_b + r_a r_b, below 3 (1 + 2^-7) 2^-16
+    "bf16x3": Split("bf16x3", "bf16", "rne", 2, ((1, 0), (0, 1)), 16, 3 * 2.0 ** -16 + 2.0 ** -20,
+                    2.0 ** -133, 2.0 ** -7, 2.0 ** -24, (2.0 - 2.0 ** -8) * 2.0 ** 127),
+    # hi, mid, lo: x = hi + mid + lo + r, |r| <= 2^-24 |x| + 2^-134; dropped: mid lo, lo mid, lo lo
+    # and r's products, below (2^-22 (1 + 2^-6)) |a||b|
+    "bf16x6": Split("bf16x6", "bf16", "rne", 3, ((1, 1), (2, 0), (0, 2), (1, 0), (0, 1)), 16,
+                    2.0 ** -22 + 2.0 ** -27, 2.0 ** -132, 2.0 ** -7, 2.0 ** -48, (2.0 - 2.0 ** -8) * 2.0 ** 127),
+}
+X3_TILE = 8            # the narrowest K tile of an fp32 tl.dot (Triton's min_dot_size in 3.9; 16 in 3.6)
+
+
+def split_parts(v: Tensor, split: Split) -> list:
+    """The parts of fp32 values ``v`` (float64 tensor) as the GPU splits and reads them: each a
+    rounding of what the earlier parts leave (exact in fp32); under TF32 the parts after the first
+    are that remainder itself, truncated as the dot reads it.  An infinity's first part is itself,
+    the rest NaN."""
+    fmt = F.by_name(split.fmt)
+    parts, rest = [], v
+    for i in range(split.parts):
+        if i and split.fmt == "tf32":
+            p = tf32_truncate(rest)         # an fp32 remainder, which the TF32 dot truncates
+        else:
+            p = torch.where(rest.abs() == math.inf, rest, F.round(rest, fmt, split.rounding))
+        parts.append(p)
+        rest = rest - p
+    return parts
+
+
+def _split_matmul(a: Tracked, b: Tracked, K: int, order, ftz: bool, split: Split, ctx) -> Tracked:
+    """``no.matmul(a, b, acc=fp32, input_precision=split.name)`` under a tensor-core profile.
+    Products of two known operands: exactly what the dots multiply (the split computed as the GPU
+    does).  Where either is computed: the product of the centres, within eps |a||b| (+ the formats'
+    spacing) of what the dots multiply, a deterministic term.  The accumulation: the last dot as a
+    tensor-core dot over K whose accumulator starts from the earlier dots' sum (magnitudes
+    S^ (1 + 2^-5)); the earlier dots' own truncations (their products below ``small`` of S^,
+    aligned at least at the format's smallest normal); and up to ceil(K / 8) fp32 tile adds,
+    rounded to nearest, which also carry an added accumulator (dot_fold).  Every dot runs on
+    tensor cores (the plan check reports a split dot that Triton gave FMAs)."""
+    fp32 = F.fp32
+    u = fp32.u
+    dev = a.c.device
+    Ra, Rb = a.radius(), b.radius()
+    ka, kb = Ra == 0, Rb == 0
+    A, B = a.c.abs() + Ra, b.c.abs() + Rb
+    label = ctx.label(f"fp32 dot over K={ctx.count(K)} ({order} order, {split.label}"
+                      f"{', flushing subnormals' if ftz else ''})")
+    fm = _propagate(a, b, ctx)
+    zero = torch.zeros((), dtype=torch.float64, device=dev)
+    pa = split_parts(torch.where(ka, a.c, zero), split)
+    pb = split_parts(torch.where(kb, b.c, zero), split)
+    c = pa[0] @ pb[0]
+    for i, j in split.pairs:
+        c = c + pa[i] @ pb[j]
+    S = A @ B
+    if not (ctx.all(ka) and ctx.all(kb)):
+        # pairs with a computed operand: the centres' product, and the split's error bound
+        ua, ub = (~ka).to(torch.float64), (~kb).to(torch.float64)
+        c = c + (a.c * ua) @ b.c + (a.c * (1 - ua)) @ (b.c * ub)
+        mixed = (A * ua) @ B + (A * (1 - ua)) @ (B * ub)
+        rows = (A * ua).sum(-1, keepdim=True) + (A * (1 - ua)) @ ub.expand(B.shape)
+        cols = ua.expand(A.shape) @ B + (1 - ua).expand(A.shape) @ (B * ub)
+        cnt = ua.expand(A.shape) @ torch.ones_like(B) + (1 - ua).expand(A.shape) @ ub.expand(B.shape)
+        det = split.eps * mixed + split.spacing * (rows + cols) + 2.0 ** -260 * cnt
+        fm = FM.add_det(fm, f"{label} (split of a computed operand)", det, ctx.condensed)
+    # the formats' spacing against each operand's magnitude, in what the parts can exceed x by
+    tiny = split.spacing * (A.sum(-1, keepdim=True) + B.sum(-2, keepdim=True)) + K * 2.0 ** -260
+    S_hat = _aligned_magnitudes(a, b, A, B, S, ctx)
+    S_big = S_hat * (1 + 2.0 ** -5) + tiny
+    # the earlier dots' terms: a non-zero part is aligned at least at the smallest normal
+    lo = F.by_name(split.fmt).min_normal / split.small
+    if ctx.any((A > 0) & (A < lo)) or ctx.any((B > 0) & (B < lo)):
+        S_small = torch.where(A > 0, A.clamp(min=lo), A) @ torch.where(B > 0, B.clamp(min=lo), B)
+    else:
+        S_small = S_hat
+    S_small = 2 * split.small * S_small + tiny
+    block = split.block
+    g_tc = _gamma(ctx, tensor_core_depth(K, block), u, dev)
+    g_small = _gamma(ctx, tensor_core_depth((split.dots - 1) * K, block), u, dev)
+    J = (K + X3_TILE - 1) // X3_TILE
+    g_adds = _gamma(ctx, J, u, dev)
+    grow = (1 + g_tc) * (1 + g_small)
+    lean, lean_var = tensor_core_lean(K, block, u, S_big, S_big, g_tc, ctx)
+    fm = FM.add_det(fm, f"{label} (tensor cores, toward zero)", lean, ctx.condensed)
+    fm = FM.add_det(fm, f"{label} (earlier dots)", g_small * (1 + g_small) * S_small, ctx.condensed)
+    # (the split's dots run on tensor cores: the plan check tells a split dot on FMAs apart)
+    worst = g_tc * (1 + g_tc) * S_big + g_adds * grow * S_big - lean
+    var = lean_var + J * (u * S_big * grow) ** 2
+    fm = FM.add_private(fm, FM.Entry(worst, var, frozenset((ctx.new_key(),)), label), ctx.condensed)
+    n = split.dots * K
+    g_all = (1 + g_adds) * grow - 1
+    fm = _dot_underflow(fm, a, b, A, B, n + J, fp32, g_all, label, ctx, tc_block=block, scale=split.least)
+    if ftz:
+        fm = _flush_anywhere(fm, c, n + J, fp32, g_all, label, ctx)
+    # every partial sum holds a subset of the terms; no operand's first part overflows
+    ok = (S_big * (1 + g_all) <= fp32.max_finite) & (A.amax(-1, keepdim=True) < split.overflow) \
+        & (B.amax(-2, keepdim=True) < split.overflow)
+    ctx.record(label, "range", str(fp32), f"partial sums <= {fp32.max_finite:.6g}, operands < "
+               f"{split.overflow:.6g}", ok, S_big)
+    taint = None
+    if a.taint is not None or b.taint is not None or not ctx.all(ok):
+        ta = a.taint.expand(a.c.shape).to(torch.float64) if a.taint is not None else torch.zeros_like(a.c)
+        tb = b.taint.expand(b.c.shape).to(torch.float64) if b.taint is not None else torch.zeros_like(b.c)
+        taint = (((ta @ torch.ones_like(b.c)) + (torch.ones_like(a.c) @ tb)) > 0) | ~ok
+    fm = _fp64_sum_slack(fm, S_big, split.dots * K + 2 * K, ctx)
+    out = Tracked(c, fp32, fm, ctx, taint=taint)
+    # an added accumulator passes every tile add
+    out.dot_fold = (g_adds * grow, None)
+    return out
+
+
+INPUT_PRECISIONS = ("ieee", "tf32") + tuple(SPLITS)
 
 
 def tf32_truncate(v: Tensor) -> Tensor:
@@ -631,14 +800,15 @@ def _aligned_magnitudes(a, b, A, B, S, ctx):
     return Ah @ Bh
 
 
-def _dot_underflow(fm, a, b, A, B, K, acc, gamma, label, ctx, tc_block=None):
+def _dot_underflow(fm, a, b, A, B, K, acc, gamma, label, ctx, tc_block=None, scale=1.0):
     """The absolute underflow term of a dot (docs/design.md §4.1): each of its K products may
     be tiny (``underflow_threshold``), rounded to a subnormal or fused into an FMA whose
     subnormal result is rounded: at most one absolute error eta per product (half the
     smallest subnormal, or min_normal without subnormals), which the later additions carry
     (1 + gamma); additions of values of the format are exact where subnormal.  No product
     of a row of a and a column of b is tiny where the smallest non-zero magnitudes of the two
-    multiply to at least the threshold (a product with an exact zero is exactly zero)."""
+    multiply to at least the threshold (a product with an exact zero is exactly zero).
+    ``scale``: the smallest non-zero product relative to the operands' (a split's parts)."""
     eta = acc.min_subnormal / 2 if acc.subnormals else acc.min_normal
     thr = underflow_threshold(a.repr_fmt.precision, b.repr_fmt.precision, acc)
     inf = torch.tensor(float("inf"), dtype=torch.float64, device=A.device)
@@ -647,7 +817,7 @@ def _dot_underflow(fm, a, b, A, B, K, acc, gamma, label, ctx, tc_block=None):
     b_lo = torch.where(B > 0, (b.c.abs() - Rb).clamp(min=0), inf)
     amin = a_lo.expand(a.c.shape).amin(dim=-1, keepdim=True)          # [.., M, 1]
     bmin = b_lo.expand(b.c.shape).amin(dim=-2, keepdim=True)          # [.., 1, N]
-    may = (amin * bmin) < thr
+    may = (amin * bmin * scale) < thr
     if not ctx.any(may):
         return fm
     # a tensor core's rounding toward zero of a subnormal sum loses up to 2 eta, once an instruction

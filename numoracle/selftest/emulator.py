@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import formats as F
-from ..calculus.ops import tensor_core_block, tf32_truncate
+from ..calculus.ops import SPLITS, split_parts, tensor_core_block, tf32_truncate
 from ..calculus.tracked import LOG2E, _fmt_arg, _subset, promote
 from ..errors import InvalidArgument
 from ..mathlib import MathProfile
@@ -124,8 +124,7 @@ class Emulated:
         # site: "arith" where v is pre rounded at an arithmetic site (an output's store rounds
         # to nearest), "cast" where an explicit cast rounded pre
         self.site = site
-        # a tensor-core dot's operands (a, b, their formats, products per instruction), for an
-        # add folded into it
+        # a tensor-core dot as a function of its accumulator's start, for an add folded into it
         self.dot = dot
 
     format = property(lambda self: self.fmt)
@@ -488,6 +487,26 @@ def tensor_core_dot(a: Tensor, b: Tensor, a_fmt, b_fmt, init: Tensor | None = No
     return accv
 
 
+def split_dot(a: Tensor, b: Tensor, split, init: Tensor | None = None, bk: int = 32) -> Tensor:
+    """A GPU ``tl.dot(a, b, init, input_precision=split.name)`` (an ``ops.SPLITS`` entry) over a K
+    loop of ``bk``-wide tiles, as Triton's F32DotTC pass rewrites it (docs/design.md §4.4): each
+    fp32 operand split into parts (``ops.split_parts``); per tile, from zero, a tensor-core dot of
+    each of the split's pairs of parts in order, NaNs of that sum to 0, then hi_a hi_b; the tile's
+    sum added to the accumulator by an fp32 add rounded to nearest."""
+    fmt = F.by_name(split.fmt)
+    pa, pb = split_parts(a, split), split_parts(b, split)
+    acc = init
+    for k0 in range(0, a.shape[-1], bk):
+        ta, tb = (..., slice(k0, k0 + bk)), (..., slice(k0, k0 + bk), slice(None))     # the tile's K
+        s = None
+        for i, j in split.pairs:
+            s = tensor_core_dot(pa[i][ta], pb[j][tb], fmt, fmt, init=s, block=split.block)
+        s = torch.where(torch.isnan(s), torch.zeros_like(s), s)
+        s = tensor_core_dot(pa[0][ta], pb[0][tb], fmt, fmt, init=s, block=split.block)
+        acc = s if acc is None else F.round(s + acc, F.fp32)
+    return acc
+
+
 def _fold(x: Emulated, y: Emulated, op: str):
     """``dot + c`` with the add folded into the dot's accumulator, as Triton does for a
     tensor-core dot (half the time under dot="tensor_core", always under "tensor_core_folded")."""
@@ -495,8 +514,7 @@ def _fold(x: Emulated, y: Emulated, op: str):
         return None
     for d, c in ((x, y), (y, x)):
         if d.dot is not None and (x.plan.dot == "tensor_core_folded" or x.plan.randint(2)):
-            a, b, af, bf, block = d.dot
-            v = tensor_core_dot(a, b, af, bf, init=F.round(c.v, F.fp32), block=block)
+            v = d.dot(F.round(c.v, F.fp32))
             return Emulated(v, F.fp32, x.plan, pre=v)
     return None
 
@@ -505,13 +523,22 @@ def matmul(a: Emulated, b: Emulated, acc=None, order="any", ftz=False, input_pre
     proto = a if isinstance(a, Emulated) else b
     a, b = proto._coerce(a), proto._coerce(b)
     acc = _fmt_arg(acc) if acc is not None else F.fp32
+    if input_precision in SPLITS and a.plan.dot != "nearest" and acc is F.fp32 \
+            and a.fmt is F.fp32 and b.fmt is F.fp32:
+        # Triton splits fp32 tiles (fp32 values or not); the tile width is the kernel's choice
+        bk = (8, 16, 32, 64)[a.plan.randint(4)]
+        av, bv, split = a.v, b.v, SPLITS[input_precision]
+        v = split_dot(av, bv, split, bk=bk)
+        return Emulated(v, acc, a.plan, pre=v, dot=lambda init: split_dot(av, bv, split, init, bk))
     if input_precision == "tf32" and a.plan.dot != "nearest":
         # an H100 reads fp32 operands with their low 13 bits dropped (the interpreter keeps them)
         a, b = (x if _subset(x.fmt, F.tf32) else Emulated(tf32_truncate(x.v), F.tf32, x.plan) for x in (a, b))
     if a.plan.dot != "nearest" and acc is F.fp32 and a.fmt.precision + b.fmt.precision <= acc.precision:
         block = tensor_core_block(a.fmt, b.fmt)
-        v = tensor_core_dot(a.v, b.v, a.fmt, b.fmt, block=block)
-        return Emulated(v, acc, a.plan, pre=v, dot=(a.v, b.v, a.fmt, b.fmt, block))
+        av, bv, af, bf = a.v, b.v, a.fmt, b.fmt
+        v = tensor_core_dot(av, bv, af, bf, block=block)
+        return Emulated(v, acc, a.plan, pre=v,
+                        dot=lambda init: tensor_core_dot(av, bv, af, bf, init=init, block=block))
     prods = a.v.unsqueeze(-1) * b.v.unsqueeze(-3)           # [.., M, K, N], exact in float64
     if a.fmt.precision + b.fmt.precision > acc.precision:
         prods = round_site(a.plan, prods, acc)

@@ -22,6 +22,20 @@ def linear_tf32(x, w, b):
     return (matmul(x, w, acc=fp32, input_precision="tf32") + b).to(x.format)
 
 
+@reference(outputs=("y",))
+def linear_tf32x3(x, w, b):
+    """The linear layer with ``tl.dot(..., input_precision="tf32x3")``: fp32 tiles split into three
+    TF32 dots, the bias added to the dot."""
+    return (matmul(x, w, acc=fp32, input_precision="tf32x3") + b).to(x.format)
+
+
+@reference(outputs=("y",))
+def linear_bf16x3(x, w, b):
+    """The linear layer with ``tl.dot(..., input_precision="bf16x3")``: fp32 tiles split into bf16
+    parts, three bf16 dots, about 16 bits of each operand kept."""
+    return (matmul(x, w, acc=fp32, input_precision="bf16x3") + b).to(x.format)
+
+
 PROGRAMS = {
     "rms_norm_llama": R.rms_norm_llama,
     "rms_norm_gemma": R.rms_norm_gemma,
@@ -33,6 +47,8 @@ PROGRAMS = {
     "cross_entropy_mean": R.cross_entropy,
     "masked_attention": R.masked_attention,
     "linear_tf32": linear_tf32,
+    "linear_tf32x3": linear_tf32x3,
+    "linear_bf16x3": linear_bf16x3,
 }
 SOUNDNESS_FAMILIES = ("normal", "shifted_mean", "heavy_tailed", "scaled", "constant_rows", "pow2_grid")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -58,7 +74,7 @@ def make_inputs(program: str, dtype, rows: int, cols: int, family: str, scale_ex
             # ignore (-100) a seed-drawn number of rows, from none to all
             labels[:int(torch.randint(0, rows + 1, (1,), generator=g))] = -100
         return (x, labels)
-    if program == "linear_tf32":
+    if program in ("linear_tf32", "linear_tf32x3", "linear_bf16x3"):
         # rows x cols times cols x 16, plus an fp32 bias
         w = fill((cols, 16), "normal", seed + 1, dtype=dt)
         return (x, w, fill((16,), "normal", seed + 2, dtype=torch.float32))
