@@ -353,6 +353,47 @@ def test_a_reference_that_reads_tf32_operands_agrees_with_a_tf32_dot_only():
 
 
 @no.reference
+def dot_ref_x3(a, b, *, precision="tf32x3"):
+    return no.matmul(a, b, acc=fp32, input_precision="tf32x3")
+
+
+@pytest.mark.parametrize("ref, precision, says", [
+    (dot_ref, "tf32x3", "the reference models fp32 operands"),
+    (dot_ref_tf32, "tf32x3", "the reference models TF32 operands"),
+    (dot_ref_x3, "tf32", "uses inputPrecision=tf32"),
+    (dot_ref_x3, "ieee", "uses inputPrecision=ieee"),
+])
+def test_a_tf32x3_dot_agrees_only_with_a_reference_that_splits(ref, precision, says):
+    """Triton splits fp32 tiles under inputPrecision=tf32x3 (three TF32 dots, the tiles' sums added
+    in fp32): a reference says so with input_precision="tf32x3", and the plan check tells every
+    other pairing apart, naming the fix."""
+    a, b = torch.randn(16, 16), torch.randn(16, 16)
+    assert check_plan(dot_ref_x3, PK.dot16, [a, b], {"precision": "tf32x3"}).ok
+    r = check_plan(ref, PK.dot16, [a, b], {"precision": precision})
+    (d,) = r.disagreements
+    assert d.kind == "dot" and says in d.message and 'input_precision="tf32x3"' in d.message, r.explain()
+
+
+def test_a_tf32x3_dot_of_widened_tiles_still_splits():
+    """fp32 tiles widened from bf16 hold TF32 values, but Triton still splits them and adds each
+    tile's sum in fp32 (rounded to nearest, outside the tensor core's accumulation): the plain
+    reference disagrees, the splitting one agrees."""
+    @no.reference
+    def widened(a, b, *, precision="tf32"):
+        return no.matmul(a.to(fp32), b.to(fp32), acc=fp32)
+
+    @no.reference
+    def widened_x3(a, b, *, precision="tf32x3"):
+        return no.matmul(a.to(fp32), b.to(fp32), acc=fp32, input_precision=precision)
+
+    a, b = torch.randn(16, 16).to(torch.bfloat16), torch.randn(16, 16).to(torch.bfloat16)
+    r = check_plan(widened, PK.widened_dot16, [a, b], {"precision": "tf32x3"})
+    (d,) = r.disagreements
+    assert d.kind == "dot" and "inputPrecision=tf32x3" in d.message, r.explain()
+    assert check_plan(widened_x3, PK.widened_dot16, [a, b], {"precision": "tf32x3"}).ok
+
+
+@no.reference
 def fp8_dot_ref(a, b):
     return no.matmul(a.to(fp32), b.to(fp32), acc=fp32)
 

@@ -103,17 +103,17 @@ def dot16(a, b, *, precision="tf32"):
 
 
 @triton.jit
-def widened_dot_kernel(a_ptr, b_ptr, c_ptr):
+def widened_dot_kernel(a_ptr, b_ptr, c_ptr, PREC: tl.constexpr):
     r = tl.arange(0, 16)
     a = tl.load(a_ptr + r[:, None] * 16 + r[None, :]).to(tl.float32)
     b = tl.load(b_ptr + r[:, None] * 16 + r[None, :]).to(tl.float32)
-    tl.store(c_ptr + r[:, None] * 16 + r[None, :], tl.dot(a, b))
+    tl.store(c_ptr + r[:, None] * 16 + r[None, :], tl.dot(a, b, input_precision=PREC))
 
 
-def widened_dot16(a, b):
-    """tl.dot (default inputPrecision=tf32) of tiles loaded in their own format and widened to fp32."""
+def widened_dot16(a, b, *, precision="tf32"):
+    """tl.dot (inputPrecision=tf32 by default) of tiles loaded in their own format and widened to fp32."""
     c = torch.empty((16, 16), dtype=torch.float32)
-    widened_dot_kernel[(1,)](a, b, c)
+    widened_dot_kernel[(1,)](a, b, c, PREC=precision)
     return c
 
 

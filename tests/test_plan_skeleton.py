@@ -153,20 +153,22 @@ def test_a_dot_accumulated_over_a_k_loop_is_one_matmul(tmp_path):
     assert "def lambda_plan(a, b):" in text, text
 
 
-@pytest.mark.parametrize("case", ["tf32", "ieee", "widened"])
+@pytest.mark.parametrize("case", ["tf32", "ieee", "tf32x3", "widened", "widened_tf32x3"])
 def test_a_dot_that_reads_fp32_operands_as_tf32_says_so(tmp_path, case):
     """``tl.dot`` on fp32 operands reads them as TF32 by default: the skeleton's ``no.matmul`` says
     ``input_precision="tf32"``, and not for ``"ieee"`` nor for fp32 tiles widened from bf16 loads
-    (TF32 holds their values); its own plan check agrees each time."""
+    (TF32 holds their values); ``"tf32x3"`` splits every fp32 tile, widened ones too.  Its own
+    plan check agrees each time."""
     import test_plan_kernels as PK
     from numoracle.plan import check_plan
     a, b = torch.randn(16, 16), torch.randn(16, 16)
     kernel, params = PK.dot16, {"precision": case}
-    if case == "widened":
+    if case.startswith("widened"):
         a, b = a.to(torch.bfloat16), b.to(torch.bfloat16)
-        kernel, params = PK.widened_dot16, {}
+        kernel, params = PK.widened_dot16, {"precision": "tf32x3" if case.endswith("x3") else "tf32"}
     text = skeleton(no.reference(lambda a, b: no.matmul(a, b)), kernel, [a, b], params, name="dot_plan")
     assert ('input_precision="tf32"' in text) == (case == "tf32"), text
+    assert ('input_precision="tf32x3"' in text) == case.endswith("tf32x3"), text
     ref = _own(tmp_path, "dot", text, f"my_dot_{case}")
     assert check_plan(ref, kernel, [a, b], params).ok
 

@@ -505,12 +505,14 @@ def _order_checks(i, chains, ref_sums: dict) -> list:
 
 
 def _dot_checks(i, dots: list, ref_dots: dict) -> list:
+    from ..calculus.ops import SPLITS
     found = []
     ref_all = [r for _, rs in ref_dots.values() for r in rs]
     if not dots or not ref_all:
         return found
     ref_rounded = any(r.detail.get("rounded_products") for r in ref_all)
     ref_tf32 = [r for r in ref_all if r.detail.get("tf32_operands")]
+    ref_split = [r for r in ref_all if r.detail.get("split")]
     ref_acc = {r.fmt for r in ref_all}
     for l in dots:
         d = l.detail
@@ -519,9 +521,13 @@ def _dot_checks(i, dots: list, ref_dots: dict) -> list:
         prec = d.get("precision", "ieee")
         # fp32 operands whose values TF32 does not hold (an fp32 tile widened from bf16 loads does)
         fp32_in = "fp32" in (l.site.src_fmt, d.get("b_fmt")) and not d.get("tf32_exact")
+        # Triton splits every fp32 tile under tf32x3, bf16x3 and bf16x6, whatever values it holds
+        fp32_tiles = l.site.src_fmt == "fp32" and d.get("b_fmt") in (None, "fp32")
+        splits = prec in SPLITS and fp32_tiles
+        ref_splits = {r.detail["split"] for r in ref_split}
         tf32_read = prec == "tf32" and fp32_in and ref_tf32
         # (a reference reading TF32 operands where the kernel keeps fp32 has its own message below)
-        if not d.get("exact_products") and not ref_rounded and not (fp32_in and ref_tf32):
+        if not d.get("exact_products") and not ref_rounded and not (fp32_in and (ref_tf32 or ref_split)):
             found.append(Disagreement("dot", "the kernel's dot rounds its products (fp32 operands) where the "
                                              "reference takes them as exact", _kpos([l.site]), _rpos(ref_all), [i]))
         if tf32_read and d.get("ttgir") and not d.get("mma"):
@@ -529,14 +535,33 @@ def _dot_checks(i, dots: list, ref_dots: dict) -> list:
                                              "layout), which keep the fp32 operands; the reference's "
                                              "input_precision=\"tf32\" models operands a tensor core truncates to TF32",
                                       _kpos([l.site]), _rpos(ref_tf32), [i]))
-        elif prec in ("tf32", "tf32x3") and fp32_in and not tf32_read and "tf32" not in ref_acc:
-            fix = ("say so with no.matmul(..., input_precision=\"tf32\"), which models what an H100 does (it "
-                   "truncates the operands to TF32, where a reference's .to(tf32) rounds them to nearest)"
-                   if prec == "tf32" else "tf32x3 is not modelled")
-            found.append(Disagreement("dot", f"the kernel's dot on fp32 operands uses inputPrecision={prec} "
-                                             f"(operands read as TF32); the reference models fp32 operands: {fix}; "
-                                             f"or give the kernel's tl.dot input_precision=\"ieee\" to keep fp32 "
-                                             f"(docs/design.md §4.4)",
+        elif splits and ref_splits == {prec} and d.get("ttgir") and not d.get("mma"):
+            found.append(Disagreement("dot", f"the kernel's dot with inputPrecision={prec} runs on FMAs (no "
+                                             f"tensor-core layout); the reference's input_precision=\"{prec}\" "
+                                             f"models the split's tensor-core dots",
+                                      _kpos([l.site]), _rpos(ref_split), [i]))
+        elif splits and ref_splits != {prec}:
+            models = (f"input_precision={'/'.join(sorted(ref_splits))}" if ref_splits else
+                      "TF32 operands" if ref_tf32 else "fp32 operands")
+            found.append(Disagreement("dot", f"the kernel's dot on fp32 tiles uses inputPrecision={prec} (each "
+                                             f"operand split into {SPLITS[prec].parts} {SPLITS[prec].fmt} parts, "
+                                             f"{SPLITS[prec].dots} tensor-core dots, the tiles' sums added in fp32); "
+                                             f"the reference models {models}: no.matmul(..., input_precision="
+                                             f"\"{prec}\") models Triton's split (docs/design.md §4.4)",
+                                      _kpos([l.site]), _rpos(ref_all), [i]))
+        elif not splits and fp32_tiles and ref_split:
+            found.append(Disagreement("dot", f"the reference splits the dot's operands (input_precision="
+                                             f"\"{'/'.join(sorted(ref_splits))}\"); the kernel's dot uses "
+                                             f"inputPrecision={prec}: give no.matmul the kernel's input_precision, "
+                                             f"or the kernel's tl.dot the reference's",
+                                      _kpos([l.site]), _rpos(ref_split), [i]))
+        elif prec == "tf32" and fp32_in and not tf32_read and "tf32" not in ref_acc:
+            found.append(Disagreement("dot", "the kernel's dot on fp32 operands uses inputPrecision=tf32 "
+                                             "(operands read as TF32); the reference models fp32 operands: say so "
+                                             "with no.matmul(..., input_precision=\"tf32\"), which models what an "
+                                             "H100 does (it truncates the operands to TF32, where a reference's "
+                                             ".to(tf32) rounds them to nearest); or give the kernel's tl.dot "
+                                             "input_precision=\"ieee\" to keep fp32 (docs/design.md §4.4)",
                                       _kpos([l.site]), _rpos(ref_all), [i]))
         elif prec == "ieee" and fp32_in and ref_tf32:
             found.append(Disagreement("dot", "the reference reads the dot's operands as TF32 "

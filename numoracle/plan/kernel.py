@@ -819,16 +819,23 @@ def _mma(k: KernelIR, op) -> str | None:
     "wgmma (mma v3)"), or None when only TTIR is at hand."""
     if k.gmodule is None or k.func.name not in k.gmodule.functions:
         return None
+    def kind(g):
+        if g.name == "ttng.warp_group_dot":
+            return "wgmma (mma v3)"
+        enc = g.result_types[0].encoding if g.result_types else None
+        text = k.gmodule.aliases.get(enc, enc or "")
+        m = re.search(r"versionMajor = (\d+)", text)
+        return f"mma v{m.group(1)}" if m else None
     # the two modules number their location aliases apart: compare the resolved frames
     want = M.frames(op.loc, k.module.aliases)
-    for g in k.gmodule.function(k.func.name).walk():
-        if g.name in ("tt.dot", "ttng.warp_group_dot") and M.frames(g.loc, k.gmodule.aliases) == want:
-            if g.name == "ttng.warp_group_dot":
-                return "wgmma (mma v3)"
-            enc = g.result_types[0].encoding if g.result_types else None
-            text = k.gmodule.aliases.get(enc, enc or "")
-            m = re.search(r"versionMajor = (\d+)", text)
-            return f"mma v{m.group(1)}" if m else None
+    gdots = [g for g in k.gmodule.function(k.func.name).walk() if g.name in ("tt.dot", "ttng.warp_group_dot")]
+    for g in gdots:
+        if M.frames(g.loc, k.gmodule.aliases) == want:
+            return kind(g)
+    # a split precision's dots (Triton 3.9's bf16x3/bf16x6) take their operands' locations: with
+    # one dot in the kernel, they are its
+    if gdots and sum(1 for o in k.ops if o.name == "tt.dot") == 1:
+        return kind(gdots[-1])
     return None
 
 

@@ -217,10 +217,14 @@ class _Launch:
         fmt = self.k.fmt_of(op.results[0]) if getattr(op, "results", None) else "fp32"
         acc = "fp32" if fmt in (None, "fp32") else self.em.fmt_expr(fmt)
         # fp32 operands read as TF32 (tl.dot's default): the reference says so, unless TF32 holds
-        # their values (tiles widened from bf16), as the plan check decides
+        # their values (tiles widened from bf16), as the plan check decides; tf32x3, bf16x3 and
+        # bf16x6 split every fp32 tile, whatever it holds
+        from ..calculus.ops import SPLITS
         prec = (op.attr("inputPrecision") or "ieee").strip(",")
         read = not all(K.subset(f, "tf32") for f in K.dot_operand_formats(self.k, op))
-        tf32 = ', input_precision="tf32"' if prec == "tf32" and read else ""
+        tiles = [self.k.fmt_of(v) for v in op.operands[:2]]
+        tf32 = ', input_precision="tf32"' if prec == "tf32" and read else \
+            f', input_precision="{prec}"' if prec in SPLITS and all(t == "fp32" for t in tiles) else ""
         return self.em.emit(named, f"no.matmul({self.value(op.operands[0])}, {self.value(op.operands[1])}, "
                                    f"acc={acc}{tf32})", cm)
 
