@@ -234,10 +234,17 @@ def probe_kernels() -> SimpleNamespace:
         offs = tl.arange(0, N)
         tl.atomic_add(o_ptr + offs, tl.load(x_ptr + offs))
 
+    def probe_dot_kernel(a_ptr, b_ptr, o_ptr, PREC: tl.constexpr):
+        """``tl.dot`` of two 16x16 fp32 tiles with input precision ``PREC``."""
+        r = tl.arange(0, 16)
+        a = tl.load(a_ptr + r[:, None] * 16 + r[None, :])
+        b = tl.load(b_ptr + r[:, None] * 16 + r[None, :])
+        tl.store(o_ptr + r[:, None] * 16 + r[None, :], tl.dot(a, b, input_precision=PREC))
+
     _probes = SimpleNamespace(
         cast=probe_cast_kernel, binary=probe_binary_kernel, float_arg=probe_float_arg_kernel,
         bf16_constant=probe_bf16_constant_kernel, runtime_range=probe_runtime_range_kernel,
-        atomic_add=probe_atomic_add_kernel,
+        atomic_add=probe_atomic_add_kernel, dot=probe_dot_kernel,
         libdevice_stub=probe_libdevice_stub_kernel if ld_stub is not None else None,
         libdevice_cuda=probe_libdevice_cuda_kernel if ld_cuda is not None else None,
         tl_math=probe_tl_math_kernel, autotune=probe_autotune_kernel)

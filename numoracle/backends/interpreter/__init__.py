@@ -53,6 +53,11 @@ defect (``status()`` key) what the bare interpreter does / what install does
 ``dot_scaled_fp8``        ``tl.dot_scaled`` widens fp8 operands through
                           float16, losing e5m2 subnormals; repaired:
                           decoded by their bits (``dot_scaled``).
+``dot_split_precisions``  ``tl.dot(..., input_precision="bf16x3")`` or
+                          ``"bf16x6"``, which the NVIDIA backend compiles,
+                          raises (the interpreter's options leave them out);
+                          repaired: admitted, computed as the interpreter's
+                          float32 matmul, as "tf32" and "tf32x3" are.
 ``autotune``              ``triton.autotune`` benchmarks, which needs a GPU
                           driver; repaired: an interpreted autotuned kernel
                           runs one chosen config (see below), no benchmark.
@@ -122,6 +127,7 @@ from .atomics import repair_atomic_fadd_ftz
 from .autotune import repair_autotune
 from .autotune import set_autotune_config as set_autotune_config
 from .casts import repair_bf16_casts, repair_fp8_casts, repair_fp16_casts
+from .dot import repair_dot_split_precisions
 from .dot_scaled import repair_dot_scaled_fp8
 from .libdevice import repair_libdevice, repair_tl_math
 from .probes import DEFECTS as DEFECTS
@@ -155,6 +161,7 @@ REPAIRS = {
     "tl_math": repair_tl_math,
     "autotune": repair_autotune,
     "dot_scaled_fp8": repair_dot_scaled_fp8,
+    "dot_split_precisions": repair_dot_split_precisions,
 }
 
 

@@ -1,7 +1,9 @@
-"""``tl.dot`` on half-format operands (part of the cast and arithmetic repairs)."""
+"""``tl.dot`` on half-format operands (part of the cast and arithmetic repairs), and the split
+input precisions the interpreter refuses."""
 
 from __future__ import annotations
 
+import dataclasses
 
 import numpy as np
 
@@ -38,3 +40,30 @@ def install_dot_hook() -> None:
     state.patcher.set(B, "create_dot", create_dot)
     state.hooks.add("dot")
 
+
+
+def repair_dot_split_precisions() -> None:
+    """Defect ``dot_split_precisions``: ``tl.dot(..., input_precision="bf16x3")`` (or ``"bf16x6"``),
+    which the NVIDIA backend compiles from Triton 3.6 on, raises on the interpreter: its options
+    leave them out.  Repair: every builder's options admit them; the interpreter's dot then
+    computes its float32 matmul, as it does for "tf32" and "tf32x3" (the interpreter's profile
+    models that dot, docs/design.md §4.4)."""
+    from .probes import SPLIT_PRECISIONS
+    rt = runtime()
+    B = rt.InterpreterBuilder
+    orig = B.__init__
+
+    def admitting(options):
+        have = tuple(options.allowed_dot_input_precisions)
+        return dataclasses.replace(
+            options, allowed_dot_input_precisions=have + tuple(p for p in SPLIT_PRECISIONS if p not in have))
+
+    def __init__(self, *args, **kwargs):
+        orig(self, *args, **kwargs)
+        self.options = admitting(self.options)
+
+    state.patcher.set(B, "__init__", __init__)
+    # the module's own builder, made at import
+    for builder in [getattr(rt, "interpreter_builder", None)]:
+        if builder is not None:
+            state.patcher.set(builder, "options", admitting(builder.options))

@@ -29,6 +29,7 @@ DEFECTS = (
     "tl_math",
     "autotune",
     "dot_scaled_fp8",
+    "dot_split_precisions",
 )
 
 
@@ -227,6 +228,27 @@ def _probe_atomic_fadd_ftz() -> tuple:
     return True, f"fp32 atomic adds of {x.tolist()} into {start.tolist()} gave {got.tolist()}, want {want.tolist()}"
 
 
+# tl.dot's split precisions, which the NVIDIA backend compiles (Triton 3.6 on) and the
+# interpreter's options leave out
+SPLIT_PRECISIONS = ("bf16x3", "bf16x6")
+
+
+def _probe_dot_split_precisions() -> tuple:
+    torch = _torch()
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(16, 16, generator=g), torch.randn(16, 16, generator=g)
+    want = (a.double() @ b.double()).numpy()
+    for prec in SPLIT_PRECISIONS:
+        out = torch.zeros(16, 16)
+        raised = _raised(f"tl.dot(..., input_precision={prec!r})", compat.probe_kernels().dot, a, b, out, prec)
+        if raised:
+            return raised
+        err = np.abs(out.numpy() - want).max()
+        if not err < 1e-4:
+            return True, f"tl.dot(..., input_precision={prec!r}) is off the product by {err:.3g}"
+    return False, f"tl.dot takes input_precision {' and '.join(SPLIT_PRECISIONS)} (a float32 matmul)"
+
+
 def _ulps_f32(got: np.ndarray, want64: np.ndarray) -> np.ndarray:
     want32 = want64.astype(np.float32)
     spacing = np.spacing(np.abs(want32)).astype(np.float64)
@@ -314,6 +336,7 @@ _PROBES: Dict[str, Callable[[], tuple]] = {
     "atomic_fadd_ftz": _probe_atomic_fadd_ftz,
     "autotune": _probe_autotune,
     "dot_scaled_fp8": probe_dot_scaled_fp8,
+    "dot_split_precisions": _probe_dot_split_precisions,
 }
 
 
