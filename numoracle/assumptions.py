@@ -93,5 +93,5 @@ def for_backend(backend: str, profile: str | None = None) -> Assumptions:
 TENSOR_CORE_DOT = ("tl.dot of 16-bit or TF32 operands into fp32 adds as sm_90 tensor cores do (blocks of products "
                    "truncated and rounded toward zero), or in round-to-nearest; fp32 operands read as TF32 "
                    "(no.matmul(..., input_precision=\"tf32\")) lose their low 13 bits, as on an H100; "
-                   "input_precision=\"tf32x3\" splits them into three TF32 dots as Triton does "
+                   "input_precision=\"tf32x3\", \"bf16x3\" or \"bf16x6\" splits them into parts as Triton does "
                    "(docs/design.md §4.4)")

@@ -6,6 +6,8 @@
     python scripts/tensor_core_probe.py judge-edges OUT.pt [--json F]
     python scripts/tensor_core_probe.py measure-tf32 OUT.pt         # on a GPU: TF32 dots, long and subnormal
     python scripts/tensor_core_probe.py judge-tf32 OUT.pt [--json F]
+    python scripts/tensor_core_probe.py measure-x3 OUT.pt           # on a GPU: the split precisions
+    python scripts/tensor_core_probe.py judge-x3 OUT.pt [--json F]
 
 ``measure`` runs one Triton kernel over bf16 and fp16 operands, tiles of 16 rows (mma v2) and 64
 rows (wgmma), K from 1 to 64, three accumulator starts (zeros; the bias loaded into the
@@ -30,6 +32,12 @@ operands reproduces (for subnormals also with them flushed), and the elements th
 ``c + no.matmul(a, b, input_precision="tf32")`` rejects under the GPU profile (and, to compare,
 ``.to(tf32)``'s round-to-nearest operands and plain fp32 operands); also reads measure-edges'
 "fp32-tf32" sets.
+
+``measure-x3``: one set of fp32 inputs per (kind, K) -- mixed, positive, wide-exponent (2^+-40),
+cancelling, subnormal beside 2^100 partners, infinite -- run with P = "tf32", "tf32x3", "bf16x3" and
+"bf16x6" on wgmma (BK 32) and mma v2 (BK 16) tiles; saves the inputs once, every result, and each
+precision's TTIR and TTGIR.  ``judge-x3``: the results the emulation reproduces (``split_dot`` with
+the kernel's BK for the splits) and the elements each precision's reference rejects.
 
 Each judge exits 1 if the emulation misses a result or the GPU profile rejects one (fp8 aside;
 judge-tf32: rejects only, as the subnormal operands' treatment is what it measures)."""
@@ -355,9 +363,119 @@ def judge_tf32(path, out_json=None):
     return 1 if bad else 0
 
 
+def measure_x3(path):
+    """fp32 operands with the split precisions (tf32x3; bf16x3 and bf16x6 where this Triton has
+    them) beside plain tf32, on one set of inputs per (kind, K): ``acc = c; acc = tl.dot(a, b,
+    acc, input_precision=P)`` over 64x64 outputs, wgmma tiles (BK 32, and 8) and mma v2 tiles (BK
+    16).  Kinds: mixed terms over 2^+-6 beside a bias, positive terms from zero, operands over
+    2^+-40, a bias that cancels the dot, subnormal operands beside 2^100 partners, infinite
+    operands.  Saves the inputs once, every result, and each precision's TTIR and TTGIR."""
+    g = torch.Generator().manual_seed(4)
+    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)
+    pw = lambda lo, hi, *s: torch.exp2(torch.randint(lo, hi, s, generator=g).double())
+    M = N = 64
+    inputs = []
+    for K in (8, 16, 64, 256, 1024, 4096):
+        inputs.append(("mixed", (r(M, K) * pw(-6, 7, M, K)).float(), r(K, N).float(), (r(M, N) * 4).float()))
+        inputs.append(("positive", r(M, K).abs().float(), r(K, N).abs().float(), torch.zeros(M, N)))
+        if K > 1024:
+            continue
+        inputs.append(("wide", (r(M, K) * pw(-40, 41, M, K)).float(), (r(K, N) * pw(-40, 41, K, N)).float(),
+                       torch.zeros(M, N)))
+        a, b = r(M, K).float(), r(K, N).float()
+        ab = a.double() @ b.double()
+        inputs.append(("cancel", a, b, (-ab * (1 + r(M, N) * 2.0 ** -12)).float()))
+        if K <= 64:
+            sub = r(M, K) * pw(-149, -126, M, K)
+            a = torch.where(torch.rand(M, K, generator=g) < 0.5, sub, r(M, K) * 2.0 ** -100).float()
+            inputs.append(("subnormal", a, (r(K, N) * 2.0 ** 100).float(), torch.zeros(M, N)))
+            a = r(M, K)
+            a[torch.rand(M, K, generator=g) < 0.02] = float("inf")
+            inputs.append(("inf", a.float(), r(K, N).float(), r(M, N).float()))
+    precs = ["tf32", "tf32x3", "bf16x3", "bf16x6"]
+    results, asm = [], {}
+    for prec in list(precs):
+        for BM, BK in ((64, 32), (64, 8), (16, 16)):
+            for i, (kind, a, b, c) in enumerate(inputs):
+                K = a.shape[1]
+                if BK == 8 and K > 256:
+                    continue
+                y = torch.empty(M, N, dtype=torch.float32, device="cuda")
+                try:
+                    ck = edges_kernel[(triton.cdiv(M, BM), triton.cdiv(N, BM))](
+                        a.cuda(), b.cuda(), c.cuda(), y, M, N, K, PREC=prec, BM=BM, BN=BM, BK=BK)
+                except Exception as e:                       # a precision this Triton lacks
+                    print(prec, BM, BK, "failed:", str(e).splitlines()[0][:200], flush=True)
+                    asm.setdefault(f"{prec} error", str(e)[:2000])
+                    break
+                ttgir = ck.asm.get("ttgir", "")
+                mma = "v3" if "versionMajor = 3" in ttgir else ("v2" if "versionMajor = 2" in ttgir else "fma")
+                asm.setdefault(f"{prec} BM{BM} BK{BK} ttir", ck.asm.get("ttir", ""))
+                asm.setdefault(f"{prec} BM{BM} BK{BK} ttgir", ttgir)
+                results.append({"input": i, "prec": prec, "BM": BM, "BK": BK, "mma": mma, "y": y.cpu()})
+            print(prec, BM, BK, "done", flush=True)
+    meta = {"device": torch.cuda.get_device_name(0), "triton": triton.__version__}
+    torch.save({**meta, "inputs": inputs, "results": results}, path)
+    with open(path + ".asm.json", "w") as fh:
+        json.dump({**meta, "asm": asm}, fh)
+    print(len(inputs), "inputs,", len(results), "results from", meta)
+
+
+def judge_x3(path, out_json=None):
+    """measure-x3's results: per (precision, kind, tile) how many the emulation reproduces bit for
+    bit (tf32: the truncated operands' dot; the splits: ``emulator.split_dot`` with the kernel's BK;
+    NaN counted equal to NaN), and the elements ``c + no.matmul(a, b, input_precision=P)`` rejects
+    under the GPU profile, in both modes, beside the other precisions' references."""
+    import numoracle as no
+    from numoracle import formats as F
+    from numoracle.check import check
+    from numoracle.formats import fp32, tf32
+    from numoracle.calculus.ops import SPLITS
+    from numoracle.selftest.emulator import split_dot, tensor_core_dot
+
+    def ref(prec):
+        @no.reference(outputs=("y",))
+        def c_dot(a, b, c):
+            return c + no.matmul(a, b, acc=fp32, input_precision=prec)
+        return c_dot
+    refs = {p: ref(p) for p in ("ieee", "tf32") + tuple(SPLITS)}
+    data = torch.load(path, weights_only=False)
+    res = collections.defaultdict(collections.Counter)
+    for s in data["results"]:
+        kind, a, b, c = data["inputs"][s["input"]]
+        y, prec = s["y"], s["prec"]
+        r = res[f'{prec} {kind} {s["mma"]} BK={s["BK"]}']
+        r["elements"] += y.numel()
+        A, B, C = a.double(), b.double(), c.double()
+        if prec == "tf32":
+            t = lambda x: F.round(x, tf32, "rtz")
+            em = tensor_core_dot(t(A), t(B), tf32, tf32, init=C, block=8)
+        elif prec in SPLITS:
+            em = split_dot(A, B, SPLITS[prec], init=C, bk=s["BK"])
+        else:
+            em = None
+        if em is not None:
+            same = (em == y.double()) | (torch.isnan(em) & torch.isnan(y))
+            r["emulated bit for bit"] += int(same.sum())
+        # infinite operands: the elements they reach are uncertified, the others judged
+        kw = {} if bool(torch.isfinite(a).all()) else {"nonfinite": "uncertified"}
+        for p, prog in refs.items():
+            for mode in (("fixed", "statistical") if p == prec else ("fixed",)):
+                v = check(prog, y, (a, b, c), mode=mode, backend="gpu", profile="h200", **kw)
+                r[f"reference {p}, {mode}: rejected elements"] += _rejected(v)
+                if p == prec:
+                    r[f"reference {p}, {mode}: uncertified verdicts"] += v.status == "uncertified"
+    _report(res, out_json, data)
+    bad = sum(v for k, r in res.items() for m, v in r.items()
+              if m.startswith(f"reference {k.split()[0]},") and "rejected" in m)
+    miss = sum(r["elements"] - r["emulated bit for bit"] for r in res.values() if "emulated bit for bit" in r)
+    return 1 if bad or miss else 0
+
+
 if __name__ == "__main__":
     COMMANDS = {"measure": measure, "judge": judge, "measure-edges": measure_edges, "judge-edges": judge_edges,
-                "measure-tf32": measure_tf32, "judge-tf32": judge_tf32}
+                "measure-tf32": measure_tf32, "judge-tf32": judge_tf32,
+                "measure-x3": measure_x3, "judge-x3": judge_x3}
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=tuple(COMMANDS))
     ap.add_argument("path")
