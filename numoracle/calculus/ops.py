@@ -650,10 +650,12 @@ def _split_matmul(a: Tracked, b: Tracked, K: int, order, ftz: bool, split: Split
     if not (ctx.all(ka) and ctx.all(kb)):
         # pairs with a computed operand: the centres' product, and the split's error bound
         ua, ub = (~ka).to(torch.float64), (~kb).to(torch.float64)
-        c = c + (a.c * ua) @ b.c + (a.c * (1 - ua)) @ (b.c * ub)
-        mixed = (A * ua) @ B + (A * (1 - ua)) @ (B * ub)
-        rows = (A * ua).sum(-1, keepdim=True) + (A * (1 - ua)) @ ub.expand(B.shape)
-        cols = ua.expand(A.shape) @ B + (1 - ua).expand(A.shape) @ (B * ub)
+        # (where, not a product with the mask: a known infinite operand times 0 is NaN)
+        c = c + torch.where(ka, zero, a.c) @ b.c + torch.where(ka, a.c, zero) @ torch.where(kb, zero, b.c)
+        Au, Ak, Bu = torch.where(ka, zero, A), torch.where(ka, A, zero), torch.where(kb, zero, B)
+        mixed = Au @ B + Ak @ Bu
+        rows = Au.sum(-1, keepdim=True) + Ak @ ub.expand(B.shape)
+        cols = ua.expand(A.shape) @ B + (1 - ua).expand(A.shape) @ Bu
         cnt = ua.expand(A.shape) @ torch.ones_like(B) + (1 - ua).expand(A.shape) @ ub.expand(B.shape)
         det = split.eps * mixed + split.spacing * (rows + cols) + 2.0 ** -260 * cnt
         fm = FM.add_det(fm, f"{label} (split of a computed operand)", det, ctx.condensed)
