@@ -374,6 +374,29 @@ def test_a_tf32x3_dot_agrees_only_with_a_reference_that_splits(ref, precision, s
     assert d.kind == "dot" and says in d.message and 'input_precision="tf32x3"' in d.message, r.explain()
 
 
+@no.reference
+def dot_ref_split(a, b, *, precision="tf32x3"):
+    return no.matmul(a, b, acc=fp32, input_precision=precision)
+
+
+@pytest.mark.parametrize("precision", ["tf32x3", "bf16x3", "bf16x6"])
+def test_each_split_precision_agrees_with_its_own_reference_on_tensor_cores(precision):
+    """The kernel's dot runs on tensor cores under every split (Triton 3.9 gives bf16x3's dots
+    their operands' locations, which the plan reader follows): the same precision in the
+    reference agrees; another split disagrees, naming both."""
+    a, b = torch.randn(16, 16), torch.randn(16, 16)
+    r = check_plan(dot_ref_split, PK.dot16, [a, b], {"precision": precision})
+    assert r.ok, r.explain()
+    assert any("runs on tensor cores" in n.message for n in r.notes), r.explain()
+    other = "bf16x6" if precision == "bf16x3" else "bf16x3"
+
+    @no.reference
+    def other_ref(a, b, *, precision="tf32x3"):
+        return no.matmul(a, b, acc=fp32, input_precision=other)
+    (d,) = check_plan(other_ref, PK.dot16, [a, b], {"precision": precision}).disagreements
+    assert f"inputPrecision={precision}" in d.message and other in d.message, d.message
+
+
 def test_a_tf32x3_dot_of_widened_tiles_still_splits():
     """fp32 tiles widened from bf16 hold TF32 values, but Triton still splits them and adds each
     tile's sum in fp32 (rounded to nearest, outside the tensor core's accumulation): the plain

@@ -832,10 +832,14 @@ def _mma(k: KernelIR, op) -> str | None:
     for g in gdots:
         if M.frames(g.loc, k.gmodule.aliases) == want:
             return kind(g)
-    # a split precision's dots (Triton 3.9's bf16x3/bf16x6) take their operands' locations: with
-    # one dot in the kernel, they are its
-    if gdots and sum(1 for o in k.ops if o.name == "tt.dot") == 1:
-        return kind(gdots[-1])
+    # a split precision's dots (Triton 3.9's bf16x3/bf16x6) take the location of their first
+    # operand, which is the original dot's first operand's
+    src = k.def_op(op.operands[0]) if op.operands else None
+    if src is not None and src.loc is not None:
+        want = M.frames(src.loc, k.module.aliases)
+        for g in gdots:
+            if M.frames(g.loc, k.gmodule.aliases) == want:
+                return kind(g)
     return None
 
 
