@@ -19,7 +19,7 @@ import numoracle as no  # noqa: E402
 from numoracle import formats as F  # noqa: E402
 from numoracle.check import check  # noqa: E402
 from numoracle.formats import bf16, fp16, fp32  # noqa: E402
-from numoracle.calculus.ops import SPLITS  # noqa: E402
+from numoracle.calculus.ops import SPLITS, tf32_truncate  # noqa: E402
 from numoracle.selftest.emulator import Plan, emulate, split_dot, tensor_core_dot  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "h100_tensor_core.json"
@@ -304,11 +304,6 @@ def test_input_precision_names_what_is_modelled():
     assert "('ieee', 'tf32', 'tf32x3', 'bf16x3', 'bf16x6')" in str(e.value), str(e.value)
 
 
-@no.reference(outputs=("y",))
-def bias_dot_x3(a, b, c):
-    return c + no.matmul(a, b, acc=fp32, input_precision="tf32x3")
-
-
 def _split_programs(name):
     @no.reference(outputs=("y",))
     def bias_dot_split(a, b, c):
@@ -388,7 +383,7 @@ def test_a_split_model_rejects_the_other_splits_and_the_whole_product(name):
     A, B = a.double(), b.double()
     assert verdict(split_dot(A, B, SPLITS[name], bk=32), a, b) == "accept"
     assert verdict(split_dot(A[:, :63], B[:63], SPLITS[name], bk=32), a, b) == "reject"
-    assert verdict(tensor_core_dot(ops_tf32(A), ops_tf32(B), F.tf32, F.tf32, block=8), a, b) == "reject"
+    assert verdict(tensor_core_dot(tf32_truncate(A), tf32_truncate(B), F.tf32, F.tf32, block=8), a, b) == "reject"
     a2, b2 = torch.full((8, 64), 1 + 1.5 * 2.0 ** -9), torch.full((64, 8), 1 + 1.5 * 2.0 ** -9)
     A2, B2 = a2.double(), b2.double()
     whole = A2 @ B2
@@ -397,11 +392,6 @@ def test_a_split_model_rejects_the_other_splits_and_the_whole_product(name):
         y = split_dot(A2, B2, SPLITS[other], bk=32)
         assert verdict(y, a2, b2) == ("accept" if (other == "bf16x3") == (name == "bf16x3") else "reject"), other
     assert verdict(whole, a2, b2) == ("reject" if name == "bf16x3" else "accept")
-
-
-def ops_tf32(x):
-    from numoracle.calculus.ops import tf32_truncate
-    return tf32_truncate(x)
 
 
 def test_an_added_accumulator_passes_every_tile_add_of_a_tf32x3_dot():
@@ -417,7 +407,7 @@ def test_an_added_accumulator_passes_every_tile_add_of_a_tf32x3_dot():
     c = torch.ones(4)
     y = split_dot(a.double(), b.double(), SPLITS["tf32x3"], init=c.double()[None, :].expand(4, 4), bk=8).float()
     assert torch.equal(y.double(), torch.full((4, 4), 1 + 32 * 2.0 ** -23))
-    assert check(bias_dot_x3, y, (a, b, c), mode="fixed", backend="gpu", profile="h200").status == "accept"
+    assert check(SPLIT_PROGRAMS["tf32x3"][0], y, (a, b, c), mode="fixed", backend="gpu", profile="h200").status == "accept"
     orig = ops._split_matmul
 
     def no_fold(*args):
@@ -426,7 +416,7 @@ def test_an_added_accumulator_passes_every_tile_add_of_a_tf32x3_dot():
         return out
     ops._split_matmul = no_fold
     try:
-        v = check(bias_dot_x3, y, (a, b, c), mode="fixed", backend="gpu", profile="h200")
+        v = check(SPLIT_PROGRAMS["tf32x3"][0], y, (a, b, c), mode="fixed", backend="gpu", profile="h200")
     finally:
         ops._split_matmul = orig
     assert v.status == "reject", v.explain()

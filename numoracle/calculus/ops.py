@@ -498,12 +498,7 @@ def matmul(a: Tracked, b: Tracked, acc=None, order="any", out=None, ftz=False,
     # every partial sum is a sum of a subset of the products, each through at most d roundings
     ok = S * (1 + gamma) <= acc.max_finite
     ctx.record(label, "range", str(acc), f"partial sums <= {acc.max_finite:.6g}", ok, S)
-    taint = None
-    if a.taint is not None or b.taint is not None or not ctx.all(ok):
-        ta = a.taint.expand(a.c.shape).to(torch.float64) if a.taint is not None else torch.zeros_like(a.c)
-        tb = b.taint.expand(b.c.shape).to(torch.float64) if b.taint is not None else torch.zeros_like(b.c)
-        taint = ((ta @ torch.ones_like(b.c)) + (torch.ones_like(a.c) @ tb)) > 0
-        taint = taint | ~ok
+    taint = _dot_taint(a, b, ok, ctx)
     fm = _fp64_sum_slack(fm, S, K, ctx)
     out = Tracked(c, acc, fm, ctx, taint=taint)
     if tc is not None:
@@ -547,6 +542,16 @@ def _propagate(a: Tracked, b: Tracked, ctx) -> FM.Form:
     if ctx.any((Ra > 0)) and ctx.any((Rb > 0)):
         fm = FM.add_det(fm, ctx.label("matmul (second order)"), Ra @ Rb, ctx.condensed)
     return fm
+
+
+def _dot_taint(a: Tracked, b: Tracked, ok: Tensor, ctx) -> Tensor | None:
+    """A dot's tainted outputs: those whose row of a or column of b holds a tainted operand, and
+    those its range site found not ``ok``; None where there are none."""
+    if a.taint is None and b.taint is None and ctx.all(ok):
+        return None
+    ta = a.taint.expand(a.c.shape).to(torch.float64) if a.taint is not None else torch.zeros_like(a.c)
+    tb = b.taint.expand(b.c.shape).to(torch.float64) if b.taint is not None else torch.zeros_like(b.c)
+    return (((ta @ torch.ones_like(b.c)) + (torch.ones_like(a.c) @ tb)) > 0) | ~ok
 
 
 # ---- tl.dot's split precisions on an sm_90 GPU (docs/design.md §4.4)
@@ -601,7 +606,7 @@ SPLITS = {
     "bf16x6": Split("bf16x6", "bf16", "rne", 3, ((1, 1), (2, 0), (0, 2), (1, 0), (0, 1)), 16,
                     2.0 ** -22 + 2.0 ** -27, 2.0 ** -132, 2.0 ** -7, 2.0 ** -48, (2.0 - 2.0 ** -8) * 2.0 ** 127),
 }
-X3_TILE = 8            # the narrowest K tile of an fp32 tl.dot (Triton's min_dot_size in 3.9; 16 in 3.6)
+SPLIT_TILE = 8         # the narrowest K tile of an fp32 tl.dot (Triton's min_dot_size in 3.9; 16 in 3.6)
 
 
 def split_parts(v: Tensor, split: Split) -> list:
@@ -673,7 +678,7 @@ def _split_matmul(a: Tracked, b: Tracked, K: int, order, ftz: bool, split: Split
     block = split.block
     g_tc = _gamma(ctx, tensor_core_depth(K, block), u, dev)
     g_small = _gamma(ctx, tensor_core_depth((split.dots - 1) * K, block), u, dev)
-    J = (K + X3_TILE - 1) // X3_TILE
+    J = (K + SPLIT_TILE - 1) // SPLIT_TILE
     g_adds = _gamma(ctx, J, u, dev)
     grow = (1 + g_tc) * (1 + g_small)
     lean, lean_var = tensor_core_lean(K, block, u, S_big, S_big, g_tc, ctx)
@@ -693,11 +698,7 @@ def _split_matmul(a: Tracked, b: Tracked, K: int, order, ftz: bool, split: Split
         & (B.amax(-2, keepdim=True) < split.overflow)
     ctx.record(label, "range", str(fp32), f"partial sums <= {fp32.max_finite:.6g}, operands < "
                f"{split.overflow:.6g}", ok, S_big)
-    taint = None
-    if a.taint is not None or b.taint is not None or not ctx.all(ok):
-        ta = a.taint.expand(a.c.shape).to(torch.float64) if a.taint is not None else torch.zeros_like(a.c)
-        tb = b.taint.expand(b.c.shape).to(torch.float64) if b.taint is not None else torch.zeros_like(b.c)
-        taint = (((ta @ torch.ones_like(b.c)) + (torch.ones_like(a.c) @ tb)) > 0) | ~ok
+    taint = _dot_taint(a, b, ok, ctx)
     fm = _fp64_sum_slack(fm, S_big, split.dots * K + 2 * K, ctx)
     out = Tracked(c, fp32, fm, ctx, taint=taint)
     # an added accumulator passes every tile add

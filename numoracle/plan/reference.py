@@ -21,8 +21,9 @@ FUNCTIONS = {"exp": "exp", "exp2": "exp", "log": "log", "log2": "log2", "rsqrt":
              "cos": "cos", "div_rn": "div_rn", "log1p": "log1p", "expm1": "expm1"}
 _LABEL = re.compile(r"^(.*?) \[([\w<>.]+?):(\d+)(?::(\d+))?(?:@\d+)?(?:<[^\]]*)?\]$")
 _SUM = re.compile(r"^(\w+) (?:prefix )?sum over (\d+) \((.+?) order(, flushing subnormals)?\)$")
-_DOT = re.compile(r"^(\w+) dot over K=(\d+) \((.+?) order(, rounded products)?(, TF32 operands|, (?:TF32x3|BF16x3|BF16x6) operands)?"
-                  r"(, flushing subnormals)?\)$")
+# a split precision's label (ops.Split.label) names it: ", TF32x3 operands"
+_DOT = re.compile(r"^(\w+) dot over K=(\d+) \((.+?) order(, rounded products)?"
+                  r"(, TF32 operands|, (?P<split>(?:TF32|BF16)x\d) operands)?(?P<ftz>, flushing subnormals)?\)$")
 # calculus.quant.block_scaled_matmul: per K tile a dot of the codes in this format, scaled,
 # accumulated in fp32 -- one dot on the way to each element, as the kernel's tl.dot loop is
 _BLOCK_DOT = re.compile(r"^block-scaled fp8 matmul over K=(\d+) \((\w+) tile dots, ")
@@ -80,8 +81,8 @@ def classify(label: str, kind: str, fmt: str, file, line, col) -> RefSite | None
         s.kind, s.fmt = "dot", mm.group(1)
         s.detail.update(k=int(mm.group(2)), order=_order(mm.group(3)), rounded_products=bool(mm.group(4)),
                         tf32_operands=mm.group(5) == ", TF32 operands",
-                        split=mm.group(5)[2:-9].lower() if mm.group(5) and "x" in mm.group(5) else None,
-                        ftz=bool(mm.group(6)))
+                        split=mm.group("split").lower() if mm.group("split") else None,
+                        ftz=bool(mm.group("ftz")))
     elif (mm := _BLOCK_DOT.match(what)):
         s.kind, s.fmt = "dot", mm.group(2)
         s.detail.update(k=int(mm.group(1)), order="any", rounded_products=False)

@@ -223,10 +223,10 @@ class _Launch:
         prec = (op.attr("inputPrecision") or "ieee").strip(",")
         read = not all(K.subset(f, "tf32") for f in K.dot_operand_formats(self.k, op))
         tiles = [self.k.fmt_of(v) for v in op.operands[:2]]
-        tf32 = ', input_precision="tf32"' if prec == "tf32" and read else \
-            f', input_precision="{prec}"' if prec in SPLITS and all(t == "fp32" for t in tiles) else ""
+        says = (prec == "tf32" and read) or (prec in SPLITS and all(t == "fp32" for t in tiles))
+        precision = f', input_precision="{prec}"' if says else ""
         return self.em.emit(named, f"no.matmul({self.value(op.operands[0])}, {self.value(op.operands[1])}, "
-                                   f"acc={acc}{tf32})", cm)
+                                   f"acc={acc}{precision})", cm)
 
     # ---- pieces
     @staticmethod
