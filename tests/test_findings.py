@@ -88,3 +88,24 @@ def test_the_entry_round_trips_every_field():
     db = InMemoryExampleDatabase()
     Findings(db, "rms_norm", "correct", "statistical").save(c)
     assert Findings(db, "rms_norm", "correct", "statistical").load() == ([c], [])
+
+
+def test_a_finding_outside_the_operator_s_domain_now_is_kept_but_not_replayed():
+    # the developer narrowed the domain after the finding (a shape the reference refuses)
+    from numoracle.operators.operator import Domain
+    db = InMemoryExampleDatabase()
+    k = key("rms_norm", "correct", "statistical")
+    narrow, wide = _case(seed=1, cols=2), _case(seed=2, cols=8)
+    db.save(k, encode(narrow))
+    db.save(k, encode(wide))
+    domain = Domain(rows=(1, 4), cols=(4, 64), formats=("bf16",), params={"casting": ("llama", "gemma")})
+    cases_, warnings = Findings(db, "rms_norm", "correct", "statistical", domain).load()
+    assert cases_ == [wide]
+    assert len(warnings) == 1 and "outside rms_norm's domain now" in warnings[0] and "cols=2 is outside (4, 64)" in \
+        warnings[0] and "not replayed" in warnings[0]
+    assert len(list(db.fetch(k))) == 2          # kept: widening the domain judges it again
+    for changed, why in ((Domain(formats=("fp16",)), "format bf16 is not among ('fp16',)"),
+                         (Domain(rows=(2, 4)), "rows=1 is outside (2, 4)"),
+                         (Domain(params={"casting": ("gemma",)}), "parameter casting='llama' is not among")):
+        assert why in changed.outside(wide)
+    assert Domain().outside(wide) is None

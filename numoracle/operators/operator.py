@@ -65,6 +65,21 @@ class Domain:
                 raise InvalidArgument(f"Domain(params={{{k!r}: {v!r}}}): give a non-empty tuple of choices "
                                       f"(the first is the default).")
 
+    def outside(self, case) -> str | None:
+        """Why a case (``strategies.cases.Case``) lies outside this domain (its shape, format
+        or a drawn parameter), or None where it lies inside: a finding kept from a run before
+        the domain changed."""
+        if case.fmt not in self.formats:
+            return f"format {case.fmt} is not among {tuple(self.formats)}"
+        for name, (lo, hi), v in (("rows", self.rows, case.rows), ("cols", self.cols, case.cols)):
+            if not lo <= v <= hi:
+                return f"{name}={v} is outside {(lo, hi)}"
+        for name, value in case.params:
+            choices = self.params.get(name)
+            if choices is not None and value not in choices:
+                return f"parameter {name}={value!r} is not among {tuple(choices)}"
+        return None
+
     def fit(self, rows: int, cols: int) -> tuple:
         """(rows, cols) moved into this domain: cols a multiple of ``cols_multiple_of`` and of
         every integer choice of a parameter named ``group*`` (a quantizer's group size splits

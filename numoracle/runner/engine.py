@@ -363,7 +363,7 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
         db = database
     else:
         db = DirectoryBasedExampleDatabase(str(database))
-    findings = Findings(db, op.name, kspec, mode)
+    findings = Findings(db, op.name, kspec, mode, getattr(op, "domain", None))
     # replayed as explicit examples when the phases reuse saved examples, as Hypothesis would
     replay, bad = findings.load() if Phase.reuse in phases else ([], [])
     result.warnings += bad

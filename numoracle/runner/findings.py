@@ -1,6 +1,7 @@
 """A fuzz run's findings in an example database: the shrunk case of each finding, kept
 under a key of the operator, kernel and mode, replayed first by the next run, and
-forgotten once it no longer fails.
+forgotten once it no longer fails; one outside the operator's domain (changed since) is not
+replayed, and the run says so.
 
 Why not Hypothesis's own use of the database: a search whose settings name a database
 keeps a Pareto front of every case's ``target()`` scores beside its failures, and with
@@ -38,8 +39,8 @@ class Findings:
     """The findings of one (operator, kernel, mode) in ``db`` (a Hypothesis
     ``ExampleDatabase``, or None: then nothing is kept)."""
 
-    def __init__(self, db, op_name: str, kspec: str, mode: str):
-        self.db, self.op_name = db, op_name
+    def __init__(self, db, op_name: str, kspec: str, mode: str, domain=None):
+        self.db, self.op_name, self.domain = db, op_name, domain
         self.key = key(op_name, kspec, mode)
         self.replayed: dict = {}       # Case -> its stored bytes, for the cases load() returned
 
@@ -59,6 +60,14 @@ class Findings:
                 warnings.append(f"the example database holds an entry under {self.key.decode()} that is not a "
                                 f"case of {self.op_name} ({type(exc).__name__}: {exc}); it was skipped. Delete "
                                 f"the database directory (or pass a new one) to drop it.")
+                continue
+            why = self.domain.outside(case) if self.domain is not None else None
+            if why is not None:
+                # the operator's domain changed since the finding: a case it no longer holds
+                # would fail (or pass) for reasons the run is not about
+                warnings.append(f"the example database keeps a finding outside {self.op_name}'s domain now "
+                                f"({case!r}: {why}); it was not replayed. Widen the domain to judge it "
+                                f"again, or delete the database directory (or pass a new one) to drop it.")
                 continue
             if case not in self.replayed:
                 self.replayed[case] = raw
