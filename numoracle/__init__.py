@@ -15,7 +15,7 @@ from .errors import OracleViolation as OracleViolation
 from .errors import TensorsChanged as TensorsChanged
 from .errors import Uncertified as Uncertified
 from .reference import (
-    Reference as Reference, cat as cat, clamp as clamp, cos as cos, cumsum as cumsum, div as div, div_rn as div_rn,
+    Reference as Reference, argmax as argmax, argmin as argmin, cat as cat, clamp as clamp, cos as cos, cumsum as cumsum, div as div, div_rn as div_rn,
     erf as erf, exp as exp, exp2 as exp2, full_like as full_like, gather as gather, launch as launch,
     ones_like as ones_like,
     zeros_like as zeros_like, log as log, log2 as log2,
@@ -24,7 +24,7 @@ from .reference import (
     quantize_mx as quantize_mx, quantize_nvfp4 as quantize_nvfp4, dequantize as dequantize,
     reference as reference, rsqrt as rsqrt,
     sigmoid as sigmoid, sin as sin, sqrt as sqrt, sqrt_rn as sqrt_rn, sum as sum, tanh as tanh,
-    where as where,
+    topk as topk, where as where,
 )
 from .config import settings as settings
 from .verdict.verdict import Verdict as Verdict
@@ -36,7 +36,7 @@ __all__ = [
     "settings",
     "NumoracleError", "InvalidArgument", "OracleViolation", "Uncertified", "TensorsChanged",
     "sum", "cumsum", "mean", "max", "min", "logsumexp", "matmul", "where", "maximum", "minimum", "clamp",
-    "full_like", "zeros_like", "ones_like", "gather", "cat", "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh",
+    "full_like", "zeros_like", "ones_like", "gather", "argmax", "argmin", "topk", "cat", "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh",
     "erf", "sin", "cos", "reciprocal", "div", "mul", "div_rn", "quantize_group", "quantize_mx",
     "quantize_nvfp4", "dequantize", "operators", "Operator", "Domain", "operator",
 ]

@@ -64,6 +64,12 @@ class Certificate:
         largest magnitude its enclosure reaches; non-finite inputs."""
         out = []
         for s in self.failing:
+            if s.kind == "selection":
+                # a choice the kernel did not store: values read at it depend on which index won
+                out.append(f"{s.label}: another index may win where values are this close, and the kernel's "
+                           f"choice is not an output ({s.violations} of {s.elements} rows); return it to judge "
+                           f"values at the kernel's own choice")
+                continue
             what = ("may leave its format's finite range" if s.kind == "range"
                     else "its argument may leave the function's calibrated domain")
             out.append(f"{s.label}: {what} ({s.limit}; enclosure up to {s.worst:.4g}, "
@@ -84,7 +90,9 @@ class Certificate:
     def summary(self) -> str:
         if self.holds:
             return f"certificate: holds at all {len(self.sites)} sites"
-        parts = [f"{s.label} ({s.kind}: {s.limit}; {s.violations}/{s.elements} elements, worst {s.worst:.4g})"
+        parts = [f"{s.label} (selection: another index may win in {s.violations}/{s.elements} rows, and the "
+                 f"kernel's choice is not an output)" if s.kind == "selection" else
+                 f"{s.label} ({s.kind}: {s.limit}; {s.violations}/{s.elements} elements, worst {s.worst:.4g})"
                  for s in self.failing[:3]]
         more = "" if len(self.failing) <= 3 else f" and {len(self.failing) - 3} more"
         return "certificate fails at " + "; ".join(parts) + more

@@ -19,6 +19,7 @@ from . import backends, config, heap
 from . import formats as F
 from .errors import InvalidArgument, OracleViolation, Uncertified
 from .oracles import quantizer as quantizer_oracle
+from .oracles import selection as selection_oracle
 from .reference import Reference, reference
 from .verdict import compiled
 from .verdict import evaluation
@@ -190,8 +191,10 @@ def _judged(program, inputs, kernel_outs, params, modes, backend, prof, p, nonfi
     result = ev.judge(kernel_outs, modes, confirm)
     if plan is not None:
         compiled.spent(plan, time.perf_counter() - t0)
-    # MX and NVFP4 outputs stay eager: their compiled judgement has not been compared with this one
-    if plan is not None and quantizer_oracle.compiles(ev.refs):
+    # MX and NVFP4 outputs stay eager: their compiled judgement has not been compared with this
+    # one; so do index outputs, whose judgement re-runs the program with the kernel's choice
+    if plan is not None and quantizer_oracle.compiles(ev.refs) and \
+            not any(selection_oracle.is_selection(r) for r in ev.refs):
         plan.learn(ev.ctx.sites, ev.names, [r.fmt for r in ev.refs], [reg is None for reg in ev.regions],
                    ev.refs[0].c.device)
     return result

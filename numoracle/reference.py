@@ -363,6 +363,36 @@ def _not_elementwise(fn: str, elementwise: str, axis) -> None:
                               f"no.{elementwise}(x, {axis!r}).")
 
 
+def argmax(x, axis=-1, keepdims=False, *, ties="first", **torch_style):
+    """The index of the largest value along ``axis`` (``tl.argmax``, ``torch.argmax``): an
+    index output.  A kernel's stored index is accepted when values inside the enclosures
+    make it the largest: in a near tie, any index that can win.  ``ties="first"``: among
+    equal values the lowest index wins, as torch.argmax and tl.argmax promise; ``"any"``: the
+    kernel does not promise which.  Read the values at the chosen indices with
+    ``no.gather(x, idx)``: the verdict judges them at the kernel's stored indices
+    (docs/design.md §4.7)."""
+    _torch_keywords("argmax", torch_style)
+    _not_elementwise("argmax", "maximum", axis)
+    return _impl(x).argmax(x, axis, keepdims, ties)
+
+
+def argmin(x, axis=-1, keepdims=False, *, ties="first", **torch_style):
+    """The index of the smallest value along ``axis`` (``tl.argmin``): ``argmax``'s rules."""
+    _torch_keywords("argmin", torch_style)
+    _not_elementwise("argmin", "minimum", axis)
+    return _impl(x).argmin(x, axis, keepdims, ties)
+
+
+def topk(x, k, axis=-1, *, largest=True, sorted=True, **torch_style):
+    """``(values, indices)`` of the k largest values along ``axis`` (the smallest where
+    ``largest=False``), as ``torch.topk``; ``sorted=True``: in order of value.  The indices
+    are an index output, accepted when values inside the enclosures make them the top k
+    (in that order where sorted; the order among equal values is not promised); the values
+    are judged at the kernel's stored indices (docs/design.md §4.7)."""
+    _torch_keywords("topk", torch_style)
+    return _impl(x).topk(x, k, axis, largest, sorted)
+
+
 def logsumexp(x, axis=-1, keepdims=False, *, exp="exp2", order="any", **torch_style):
     """``m + log(sum(e))`` along ``axis`` with m the row maximum, in x's format, the sum under
     ``order``; ``e`` is ``exp2((x - m) * log2(e))`` (``exp="exp2"``, as Liger's kernels
@@ -430,9 +460,9 @@ def ones_like(x, fmt=None):
 
 
 def gather(x, index, axis=-1):
-    """The elements of x at ``index`` (an integer torch tensor) along ``axis``, as a kernel's
-    indexed load (a label's logit, say): exact.  An index with one dimension fewer than x
-    picks one element per row."""
+    """The elements of x at ``index`` (an integer torch tensor, or the indices of
+    ``no.argmax``/``no.topk``) along ``axis``, as a kernel's indexed load (a label's logit,
+    say): exact.  An index with one dimension fewer than x picks one element per row."""
     return _impl(x).gather(x, index, axis)
 
 

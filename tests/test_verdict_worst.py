@@ -66,7 +66,7 @@ def outputs(draw):
         if draw(st.booleans()):            # the centre broadcast along a row, the kernel transposed
             centre = centre[:, :1].expand(rows, cols)
             kernel = kernel.t().contiguous().t()
-        outs.append(SimpleNamespace(numel=rows * cols, kernel=kernel, centre=centre, lo=lo, hi=hi, fmt=fmt,
+        outs.append(SimpleNamespace(kind="value", numel=rows * cols, kernel=kernel, centre=centre, lo=lo, hi=hi, fmt=fmt,
                                     rejected=rejected, uncertified=unc))
     return outs
 

@@ -11,6 +11,7 @@ import torch
 from .. import formats as F
 from ..errors import InvalidArgument
 from . import form as FM
+from . import select as S
 from .tracked import Cond, LOG2E, Tracked, all_of, any_of, apply, broadcast_shapes, scale_pow2, _div, ulp_bound_fp32, _as_cond, _ax, _or, _squeeze_axis, _sum_axis, _FP64_SLACK, promote, underflow_threshold
 # the reference language calls ops.cat (reference._impl looks its functions up here)
 from .tracked import cat  # noqa: F401
@@ -376,8 +377,28 @@ def clamp(x: Tracked, lo=None, hi=None) -> Tracked:
     return x
 
 
-def gather(x: Tracked, index: Tensor, axis: int = -1) -> Tracked:
-    """x[..., index[...]] along ``axis`` (labels): ``index`` is an integer tensor."""
+def argmax(x: Tracked, axis: int = -1, keepdims: bool = False, ties: str = "first") -> S.Selection:
+    return S.choose(x, None, axis, True, True, ties, keepdims)
+
+
+def argmin(x: Tracked, axis: int = -1, keepdims: bool = False, ties: str = "first") -> S.Selection:
+    return S.choose(x, None, axis, False, True, ties, keepdims)
+
+
+def topk(x: Tracked, k: int, axis: int = -1, largest: bool = True, ordered: bool = True):
+    sel = S.choose(x, k, axis, largest, ordered, "any", True)
+    return gather(x, sel, axis), sel
+
+
+def gather(x: Tracked, index, axis: int = -1) -> Tracked:
+    """x[..., index[...]] along ``axis`` (labels): ``index`` is an integer tensor, or a
+    selection (its indices; values read at a choice the kernel may have made otherwise are
+    uncertified: ``Selection.taint``)."""
+    if isinstance(index, S.Selection):
+        out = gather(x, index.index, axis)
+        if index.taint is not None:
+            out.taint = _or(out.taint, index.taint.expand(out.c.shape) if out.taint is None else index.taint)
+        return out
     if not isinstance(index, Tensor) or index.dtype.is_floating_point:
         raise InvalidArgument(f"gather index must be an integer torch tensor, got {index!r:.60}.")
     from .tracked import _index

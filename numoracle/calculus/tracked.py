@@ -38,7 +38,7 @@ _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @dataclass
 class SiteRecord:
     label: str
-    kind: str            # "range" | "domain"
+    kind: str            # "range" | "domain" | "selection" (a choice another index may win)
     fmt: str
     limit: str
     elements: int
@@ -149,6 +149,11 @@ class Context:
     # the program made an infinite constant (a mask's -inf): its additions then check for exact
     # infinities (``_infinite_sum``), in eager and traced runs alike
     infinities: bool = False
+    # index outputs (``calculus.select``): the selections made, in order, and the kernel's
+    # stored indices by a selection's ordinal, which a verdict's second run reads in place of
+    # the reference's own choice
+    selections: list = field(default_factory=list)
+    forced: dict = field(default_factory=dict)
     _next: int = 0
 
     def count(self, n) -> str:
@@ -823,7 +828,8 @@ _NO_SPELLING = {
     "where": "no.where(cond, a, b)", "logsumexp": "no.logsumexp(x, axis=-1)",
     "matmul": "no.matmul(a, b)", "mm": "no.matmul(a, b)", "bmm": "no.matmul(a, b)",
     "dot": "no.matmul(a, b)", "cat": "no.cat([a, b], axis=-1)", "concatenate": "no.cat([a, b], axis=-1)",
-    "gather": "no.gather(x, index, axis=-1)", "abs": "abs(x)", "absolute": "abs(x)",
+    "gather": "no.gather(x, index, axis=-1)", "argmax": "no.argmax(x, axis=-1)",
+    "argmin": "no.argmin(x, axis=-1)", "topk": "no.topk(x, k, axis=-1)", "abs": "abs(x)", "absolute": "abs(x)",
     "square": "x * x", "pow": "x ** n (a non-negative integer n: products)", "power": "x ** n",
     "float_power": "x ** n", "exp_": "no.exp(x)", "neg": "-x", "negative": "-x",
     "softmax": "e = no.exp(x - no.max(x, axis=-1, keepdims=True)); e / no.sum(e, axis=-1, keepdims=True)",

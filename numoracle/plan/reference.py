@@ -245,12 +245,23 @@ def _element_labels(t, ctx) -> dict:
     return out
 
 
+def _selection_labels(sel, ctx) -> dict:
+    """label -> bool mask over a selection's indices: a site reaches an index where it reaches
+    any value of the row the index was chosen in."""
+    out = {}
+    for label, m in _element_labels(sel.source, ctx).items():
+        m = m.expand(sel.source.c.shape).movedim(sel.axis, -1).any(-1, keepdim=True)
+        out[label] = sel.shaped(m.expand(m.shape[:-1] + (sel.k or 1,)))
+    return out
+
+
 def reference_plan(program, inputs, params, *, profile="h200", launch=None) -> ReferencePlan:
     """Run ``program`` once under the calculus on ``inputs`` and read its sites.  ``launch``:
     the kernel's launch values ({name: value}, ``Capture.launch_values``) for the program's
     ``no.launch()`` parameters."""
     import inspect
 
+    from ..calculus.select import Selection
     from ..mathlib import load
     from ..reference import reference as as_reference
 
@@ -265,6 +276,11 @@ def reference_plan(program, inputs, params, *, profile="h200", launch=None) -> R
     outputs = []
     names = prog.names_of(len(outs))
     for t, name in zip(outs, names):
+        if isinstance(t, Selection):
+            # indices: no format of their own; every site that reaches a value of a row reaches
+            # the choice made in it
+            outputs.append({"name": name, "fmt": "", "labels": _selection_labels(t, ctx), "extra": []})
+            continue
         entry = {"name": name, "fmt": str(getattr(t, "fmt", "")), "labels": _element_labels(t, ctx), "extra": []}
         q = getattr(t, "quantizer", None)
         if q is not None:

@@ -153,7 +153,8 @@ def boundary_score(verdict) -> float | None:
     ``target()`` maximises it, steering the search toward the boundary."""
     best = None
     for o in verdict.outputs:
-        if o.numel == 0:
+        if o.numel == 0 or o.kind == "index":
+            # an index has no distance to a bound (its rejects rank by excess_ulp)
             continue
         k, c, qlo, qhi = o.kernel, o.centre, o.qlo, o.qhi
         tiny = torch.finfo(torch.float64).tiny

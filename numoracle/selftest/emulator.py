@@ -429,6 +429,20 @@ def full_like(x: Emulated, value, fmt=None):
     return Emulated(v, fmt, x.plan)
 
 
+def argmax(x: Emulated, axis=-1, keepdims=False, ties="first"):
+    # the kernel holds its values in x's format; torch.argmax takes the first of equal values
+    return x.v.argmax(dim=axis, keepdim=keepdims)
+
+
+def argmin(x: Emulated, axis=-1, keepdims=False, ties="first"):
+    return x.v.argmin(dim=axis, keepdim=keepdims)
+
+
+def topk(x: Emulated, k, axis=-1, largest=True, ordered=True):
+    idx = x.v.topk(k, dim=axis, largest=largest, sorted=ordered).indices
+    return gather(x, idx, axis), idx
+
+
 def gather(x: Emulated, index: Tensor, axis=-1):
     ax = axis % x.v.ndim
     idx = index.long()
@@ -563,6 +577,11 @@ def emulate(program, inputs, params=None, plan: Plan | None = None, *, before_st
     outs = _outputs_tuple(program.fn(*args, **dict(params or {})))
     result, pres = [], []
     for o in outs:
+        if isinstance(o, torch.Tensor):
+            # an index output (argmax, top-k): stored as chosen
+            result.append(o)
+            pres.append(o)
+            continue
         v = o.v
         pres.append(o.pre if o.site else o.v)
         if o.site == "arith" and plan.rounding != "nearest":

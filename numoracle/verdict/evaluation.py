@@ -5,6 +5,7 @@ kernel; malformed arguments raise ``InvalidArgument``."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from ..calculus import form as FM
 from ..calculus.tracked import Context, Tracked, any_of
 from ..errors import InvalidArgument, LanguageMisuse
 from ..oracles import quantizer as QZ
+from ..oracles import selection as SEL
 from .regions import Region, region_of
 
 NONFINITE_POLICIES = ("error", "uncertified")
@@ -88,13 +90,14 @@ def outputs_list(out) -> list:
 
 
 def run_reference(program, inputs, params, profile, condensed=True, nonfinite="error",
-                  traced=False, sanitise=True, symbolic=False):
+                  traced=False, sanitise=True, symbolic=False, forced=None):
     """Evaluate a reference program under the calculus.  Returns (outputs, ctx, input
     policy); traced (under torch.compile), the policy is a bool tensor: whether any input
     was non-finite.  Traced without ``sanitise``, the inputs are used as given (no zeroing
     of non-finite values, no taint): only for a caller that judges eagerly whenever the
-    policy flag is set."""
-    ctx = Context(profile=profile, condensed=condensed, traced=traced, symbolic=symbolic)
+    policy flag is set.  ``forced``: {selection ordinal: the kernel's stored indices}, read in
+    place of the reference's own choices (``calculus.select``)."""
+    ctx = Context(profile=profile, condensed=condensed, traced=traced, symbolic=symbolic, forced=dict(forced or {}))
     args = []
     names = program.input_names + [f"arg{i}" for i in range(len(program.input_names), len(inputs))]
     if len(inputs) != len(program.input_names):
@@ -178,24 +181,47 @@ class Evaluation:
     def judge(self, outputs, modes=("statistical", "fixed"), confirm: bool = True) -> dict:
         """mode -> Verdict of the kernel ``outputs`` (a tensor, a (raw bits, format) pair, or
         a tuple of them in the program's order).  Never raises on a bad kernel."""
-        from .judgement import RegionJudgement, RegionTensors
-        from .verdict import verdicts
         modes = tuple(modes)
         decoded = decode_outputs(self, outputs_list(outputs))
+        if any(SEL.is_selection(r) for r in self.refs):
+            return self._judge_choices(decoded, modes, confirm)
+        return self._judge_with(decoded, modes, confirm)
+
+    def _judge_choices(self, decoded, modes, confirm) -> dict:
+        """``judge`` of a program with index outputs: the program runs again with the kernel's
+        stored indices in place of its own choices (what the kernel's other outputs were
+        computed from), and every output is judged against that run."""
+        run = self.reference_run
+        if run is None:
+            raise InvalidArgument(f"{self.program.name} returns indices (argmax/top-k): judging them re-runs the "
+                                  f"program with the kernel's choice, which needs the evaluation made by "
+                                  f"numoracle.evaluate or numoracle.check.")
+        forced = {r.ordinal: y for r, y in zip(self.refs, decoded) if SEL.is_selection(r)}
+        again = evaluate(self.program, run.inputs, run.params, run.profile, self.p, run.nonfinite, forced=forced)
+        again.assumptions, again.reference_run = self.assumptions, dataclasses.replace(run, forced=forced)
+        return again._judge_with(decoded, modes, confirm)
+
+    def _judge_with(self, decoded, modes, confirm) -> dict:
+        from .judgement import RegionJudgement, RegionTensors
+        from .verdict import verdicts
         assumptions = self.assumptions
         quant = {}
-        if any(reg is None for reg in self.regions):
+        if any(QZ.is_quant_output(r) for r in self.refs):
             quant = QZ.judge(self.refs, decoded, self.names)
             assumptions = QZ.with_assumptions(assumptions)
+        n_total = sum(_elements(r) for r in self.refs)
         outs = []
         for j, (reg, y) in enumerate(zip(self.regions, decoded)):
-            if reg is None:
+            r = self.refs[j]
+            if SEL.is_selection(r):
+                outs.append(SEL.IndexJudgement(self.names[j], r, y, modes, n_total, self.p))
+            elif reg is None:
                 outs.append(quant[j])
-                continue
-            tensors = RegionTensors(centre=reg.centre, fixed=reg.fixed, stat=reg.stat, taint=reg.taint)
-            outs.append(RegionJudgement(name=self.names[j], fmt=reg.fmt, shape=reg.centre.shape, modes=modes,
-                                        device=reg.centre.device, kernel=lambda y=y: y,
-                                        region=lambda t=tensors: t))
+            else:
+                tensors = RegionTensors(centre=reg.centre, fixed=reg.fixed, stat=reg.stat, taint=reg.taint)
+                outs.append(RegionJudgement(name=self.names[j], fmt=reg.fmt, shape=reg.centre.shape, modes=modes,
+                                            device=reg.centre.device, kernel=lambda y=y: y,
+                                            region=lambda t=tensors: t))
         return verdicts(self.program.name, modes, self.p, confirm, assumptions, outs, self.certificate(),
                         self.reference_run)
 
@@ -215,18 +241,29 @@ def output_names(program, n: int) -> list:
     return program.names_of(n)
 
 
+def _elements(r) -> int:
+    """What an output adds to the statistical mode's element count: its elements; for an
+    index output the values it was chosen among (each is judged through its interval)."""
+    if SEL.is_selection(r):
+        return SEL.source_elements([r])
+    return r.c.numel()
+
+
 def evaluate(program, inputs, params, prof, p, nonfinite, traced=False, sanitise=True,
-             symbolic=False) -> Evaluation:
+             symbolic=False, forced=None) -> Evaluation:
     """Run the reference program and build each output's region (``symbolic``: traced with
-    symbolic sizes, see ``Context.symbolic``)."""
+    symbolic sizes, see ``Context.symbolic``; ``forced``: the kernel's stored indices, see
+    ``run_reference``).  Index and quantizer outputs have no region (None): they are judged
+    against the kernel's stored values."""
     refs, ctx, policy = run_reference(program, inputs, params, prof, nonfinite=nonfinite, traced=traced,
-                                      sanitise=sanitise, symbolic=symbolic)
+                                      sanitise=sanitise, symbolic=symbolic, forced=forced)
     for j, r in enumerate(refs):
-        if not isinstance(r, Tracked) and not QZ.is_quant_output(r):
+        if not isinstance(r, Tracked) and not QZ.is_quant_output(r) and not SEL.is_selection(r):
             raise InvalidArgument(f"{program.name} returned a {type(r).__name__} as output {j}; a reference "
-                                  f"program must return tracked tensors derived from its inputs.")
-    n_total = sum(r.c.numel() for r in refs)
-    regions = [None if QZ.is_quant_output(r) else region_of(r, n_total, p) for r in refs]
+                                  f"program must return tracked tensors derived from its inputs (or the indices "
+                                  f"of no.argmax, no.argmin, no.topk).")
+    n_total = sum(_elements(r) for r in refs)
+    regions = [None if QZ.is_quant_output(r) or SEL.is_selection(r) else region_of(r, n_total, p) for r in refs]
     return Evaluation(program=program, refs=refs, ctx=ctx, policy=policy,
                       names=output_names(program, len(refs)), regions=regions)
 
@@ -248,6 +285,9 @@ def decode_outputs(ev: Evaluation, kernel_outs) -> list:
             f"outputs in the order the reference returns them.")
     decoded = []
     for name, r, y in zip(ev.names, refs, kernel_outs):
+        if SEL.is_selection(r):
+            decoded.append(_decode_indices(program, name, r, y))
+            continue
         fmt = r.fmt
         if isinstance(y, tuple) and len(y) == 2 and isinstance(y[1], F.Format):
             y, yfmt = y
@@ -277,6 +317,23 @@ def decode_outputs(ev: Evaluation, kernel_outs) -> list:
     return decoded
 
 
+_INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def _decode_indices(program, name, sel, y) -> torch.Tensor:
+    """A kernel's stored indices (int64, on the reference's device), after checking that
+    they are the index output the program produces."""
+    if not isinstance(y, torch.Tensor) or y.dtype not in _INDEX_DTYPES:
+        given = str(y.dtype).removeprefix("torch.") if isinstance(y, torch.Tensor) else type(y).__name__
+        raise InvalidArgument(f"output {name} is {given} but {program.name} returns indices there ({sel!r}); "
+                              f"expected an integer tensor (int32 or int64) holding the indices the kernel chose.")
+    _check_tensor(f"output {name}", y)
+    if tuple(y.shape) != tuple(sel.shape):
+        raise InvalidArgument(f"output {name} has shape {tuple(y.shape)} but {program.name} produces "
+                              f"{tuple(sel.shape)} indices ({sel!r}); check the kernel's output or reshape it.")
+    return y.to(sel.index.device).long()
+
+
 @dataclass(frozen=True, kw_only=True)
 class ReferenceRun:
     """How to evaluate a verdict's reference program again (the explanation re-runs it
@@ -286,11 +343,12 @@ class ReferenceRun:
     params: dict
     profile: object
     nonfinite: str
+    forced: dict | None = None    # the kernel's stored indices (a program with index outputs)
 
     def rerun(self, condensed: bool = False):
         """(outputs, ctx, input policy) of another run of the program on the same inputs."""
         return run_reference(self.program, self.inputs, self.params, self.profile, condensed=condensed,
-                             nonfinite=self.nonfinite)
+                             nonfinite=self.nonfinite, forced=self.forced)
 
 
 __all__ = ["NONFINITE_POLICIES", "NONFINITE_POLICY_TEXT", "Evaluation", "ReferenceRun", "Region",

@@ -142,6 +142,12 @@ def differences(v) -> list:
     lines = []
     outs = [o for o in v.outputs if getattr(o, "numel", 0) and getattr(o, "centre", None) is not None]
     for o in outs:
+        where = f" of {o.name}" if len(outs) > 1 else ""
+        if o.kind == "index":
+            # indices have no size of difference: how many differ from the reference's own choice
+            other = int((o.kernel != o.centre).sum())
+            lines.append(f"Indices other than the reference's own choice: {other} / {o.numel}{where}")
+            continue
         k, c = o.kernel.double().reshape(-1), o.centre.double().reshape(-1)
         ok = torch.isfinite(k) & torch.isfinite(c)
         if not bool(ok.any()):
@@ -149,7 +155,6 @@ def differences(v) -> list:
         diff = torch.where(ok, (k - c).abs(), torch.full_like(k, -1.0))
         rel = torch.where(ok, diff / c.abs(), torch.full_like(k, -1.0))
         rel = torch.where(ok & (diff == 0), torch.zeros_like(rel), rel)      # 0/0: no difference
-        where = f" of {o.name}" if len(outs) > 1 else ""
         ia, ir = int(torch.argmax(diff)), int(torch.argmax(rel))
         lines.append(f"Greatest absolute difference: {float(diff[ia])} at index {_index(ia, o.kernel.shape)}{where}")
         lines.append(f"Greatest relative difference: {float(rel[ir])} at index {_index(ir, o.kernel.shape)}{where}")
@@ -172,7 +177,14 @@ def explain(v) -> str:
     if v.confirmation:
         lines.append(fixed_input.CONFIRMATION_TEXT[v.confirmation])
     w = v.worst()
-    if w is not None and bool(w[0].uncertified.reshape(-1)[w[1]]):
+    if w is not None and w[0].kind == "index":
+        o, i, _ = w
+        idx = tuple(int(k) for k in torch.unravel_index(torch.tensor(i), o.kernel.shape)) if o.kernel.ndim else ()
+        head = ("Uncertified" if bool(o.uncertified.reshape(-1)[i]) else
+                "Worst" if v.status == "reject" else "Closest to its bounds:")
+        lines.append(f"{head} element {o.name}[{', '.join(map(str, idx))}] (an index output)")
+        lines += o.detail(i)
+    elif w is not None and bool(w[0].uncertified.reshape(-1)[w[1]]):
         lines += _uncertified_lines(v, w[0], w[1])
     elif w is not None:
         o, i, excess = w

@@ -87,11 +87,15 @@ class OutputJudgement:
     ``flags``: (any rejected, any uncertified) when known without reading the masks (a
     compiled verdict's flags), else None.  ``detail``: None, or a function from a flat
     index to extra explanation lines (quantizer outputs name their group, scale and
-    interval)."""
+    interval).  ``kind``: "value", or "index" for the indices a kernel chose (argmax, top-k:
+    ``oracles.selection``), whose kernel and centre are indices, whose bounds are the chosen
+    element's value in the source's format ``fmt``, and whose ``excess_ulp`` ranks rejects."""
 
     def __init__(self, *, name: str, fmt: F.Format, shape, parts: Parts, flags: tuple | None = None,
-                 detail: Callable | None = None):
+                 detail: Callable | None = None, kind: str = "value", excess_ulp: torch.Tensor | None = None):
         self.name = name
+        self.kind = kind
+        self.excess_ulp = excess_ulp
         self.fmt = fmt
         self.shape = tuple(shape)
         self.flags = flags

@@ -11,7 +11,6 @@ import torch
 
 from .. import fixed_input
 from .. import formats as F
-from .judgement import RegionJudgement
 
 
 @dataclass(kw_only=True)
@@ -68,6 +67,18 @@ class Verdict:
         for o in self.outputs:
             if o.numel == 0:
                 continue
+            if o.kind == "index":
+                # an index has no ulps of its own: its rejects rank by how far the chosen value
+                # falls short, in the source's ulps; accepted indices come after any value
+                rej = o.rejected
+                score = torch.where(rej, torch.nan_to_num(o.excess_ulp, nan=float("inf"), posinf=float("inf")),
+                                    torch.where(o.uncertified, -float("inf"), -1.0))
+                i = int(torch.argmax(score.reshape(-1)))
+                cand = (int(bool(rej.any())), float(score.reshape(-1)[i]), o, i,
+                        float(o.excess_ulp.reshape(-1)[i]))
+                if best is None or cand[:2] > best[:2]:
+                    best = cand
+                continue
             if bool(o.rejected.any()):
                 excess = _excess(o.kernel, o.centre, o.lo, o.hi, o.fmt)
                 score = torch.where(o.rejected, torch.nan_to_num(excess, nan=float("inf"), posinf=float("inf")),
@@ -99,7 +110,7 @@ class Verdict:
         from .explain import explain
         text = explain(self)
         w = self.worst()
-        if w is None or w[0].detail is None:
+        if w is None or w[0].detail is None or w[0].kind == "index":
             return text
         lines = text.split("\n")
         at = next((k for k, line in enumerate(lines) if line.startswith("Assumptions:")), len(lines))
@@ -122,7 +133,8 @@ class Verdict:
             "confirmation": self.confirmation,
             "elements": self.n_elements, "rejected": self.n_rejected, "uncertified": self.n_uncertified,
             "special_rejected": sum(int(o.special.sum()) for o in self.outputs),
-            "outputs": [{"name": o.name, "format": str(o.fmt), "shape": list(o.kernel.shape),
+            "outputs": [{"name": o.name, "format": "index" if o.kind == "index" else str(o.fmt),
+                         "shape": list(o.kernel.shape),
                          "rejected": int(o.rejected.sum()), "uncertified": int(o.uncertified.sum())}
                         for o in self.outputs],
             "worst": worst,
@@ -171,15 +183,18 @@ def _excess_scalar(kernel: float, centre: float, lo: float, hi: float, fmt) -> f
 
 def verdicts(program_name: str, modes, p: float, confirm: bool, assumptions, outs, certificate,
              reference_run=None) -> dict:
-    """mode -> Verdict from each output's judgement (``RegionJudgement``, or an
-    ``OutputJudgement`` of a quantizer output, which is the same in every mode).  A
+    """mode -> Verdict from each output's judgement (``RegionJudgement``, an index output's
+    ``IndexJudgement``, or an ``OutputJudgement`` of a quantizer output, which is the same in
+    every mode).  A
     statistical reject is confirmed (or not) in the fixed-input mode."""
-    flags = [o.any_flags() if isinstance(o, RegionJudgement) else None for o in outs]
+    # judged in every mode (a region's, an index output's) or the same in all (a quantizer's)
+    per_mode = [hasattr(o, "for_mode") for o in outs]
+    flags = [o.any_flags() if pm else None for o, pm in zip(outs, per_mode)]
     out = {}
     for k, m in enumerate(modes):
         judgements, rej, unc = [], False, False
-        for o, f in zip(outs, flags):
-            if isinstance(o, RegionJudgement):
+        for o, f, pm in zip(outs, flags, per_mode):
+            if pm:
                 judgements.append(o.for_mode(k))
                 rej, unc = rej or f[k], unc or f[-1]
             else:
