@@ -150,3 +150,26 @@ def test_cli_json(softmax_campaign, capsys):
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and out["op"] == "softmax" and len(out["mutants"]) == 3
     assert main(["mutate", "softmax", "--operators", "no_such_operator"]) == 2
+
+
+def test_a_choice_is_flipped_to_its_opposite_and_to_the_fast_tie_break():
+    src = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def pick(x_ptr, i_ptr, BLOCK: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    tl.store(i_ptr, tl.argmax(x, 0))
+    tl.store(i_ptr + 1, tl.argmin(x, 0, tie_break_left=False))
+'''
+    sites = [s for s in enumerate_sites(src) if s.kind == "choice_flipped"]
+    stores = sorted(tuple(line.strip() for line in apply_site(src, s).splitlines() if "tl.store" in line)
+                    for s in sites)
+    assert stores == sorted([
+        ("tl.store(i_ptr, tl.argmin(x, 0))", "tl.store(i_ptr + 1, tl.argmin(x, 0, tie_break_left=False))"),
+        ("tl.store(i_ptr, tl.argmax(x, 0, tie_break_left=False))",
+         "tl.store(i_ptr + 1, tl.argmin(x, 0, tie_break_left=False))"),
+        ("tl.store(i_ptr, tl.argmax(x, 0))", "tl.store(i_ptr + 1, tl.argmax(x, 0, tie_break_left=False))"),
+        ("tl.store(i_ptr, tl.argmax(x, 0))", "tl.store(i_ptr + 1, tl.argmin(x, 0, tie_break_left=True))")])

@@ -423,6 +423,25 @@ def m_scale_index(node, ctx):
             yield f"{_src(node)} -> the next scale block", new
 
 
+def m_choice_flipped(node, ctx):
+    """tl.argmax <-> tl.argmin; the tie rule flipped (tie_break_left=True: the first of equal
+    values; False: Triton's fast tie break, which promises none of them)"""
+    if not (isinstance(node, ast.Call) and _tail(node) in ("argmax", "argmin") and isinstance(node.func, ast.Attribute)):
+        return
+    other = "argmin" if node.func.attr == "argmax" else "argmax"
+    new = copy.deepcopy(node)
+    new.func.attr = other
+    yield f"{_src(node)} -> {other}", new
+    new = copy.deepcopy(node)
+    given = next((k for k in new.keywords if k.arg == "tie_break_left"), None)
+    if given is None:
+        new.keywords.append(ast.keyword("tie_break_left", ast.Constant(False)))
+        yield f"{_src(node)} -> any of equal values (tie_break_left=False)", new
+    elif isinstance(given.value, ast.Constant) and isinstance(given.value.value, bool):
+        given.value = ast.Constant(not given.value.value)
+        yield f"{_src(node)} -> tie_break_left={not node.keywords[new.keywords.index(given)].value.value}", new
+
+
 MUTATORS = {
     "widening_dropped": m_widening_dropped,
     "reduction_in_storage": m_reduction_in_storage,
@@ -446,6 +465,7 @@ MUTATORS = {
     "exp_to_exp2": m_exp_to_exp2,
     "max_subtraction_dropped": m_max_subtraction_dropped,
     "scale_index_changed": m_scale_index,
+    "choice_flipped": m_choice_flipped,
 }
 
 
