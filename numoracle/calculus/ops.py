@@ -396,8 +396,9 @@ def gather(x: Tracked, index, axis: int = -1) -> Tracked:
     uncertified: ``Selection.taint``)."""
     if isinstance(index, S.Selection):
         out = gather(x, index.index, axis)
-        if index.taint is not None:
-            out.taint = _or(out.taint, index.taint.expand(out.c.shape) if out.taint is None else index.taint)
+        taint = index.taint_of_reading()
+        if taint is not None:
+            out.taint = _or(out.taint, taint.expand(out.c.shape) if out.taint is None else taint)
         return out
     if not isinstance(index, Tensor) or index.dtype.is_floating_point:
         raise InvalidArgument(f"gather index must be an integer torch tensor, got {index!r:.60}.")

@@ -24,7 +24,7 @@ import torch
 
 from .. import formats as F
 from ..errors import InvalidArgument, LanguageMisuse
-from .tracked import Tracked, _ax, _or
+from .tracked import Tracked, _ax
 
 Tensor = torch.Tensor
 TIES = ("first", "any")
@@ -51,6 +51,9 @@ class Selection:
     index: Tensor
     taint: Tensor | None
     label: str
+    forced: bool = False
+    read: bool = False        # whether the program read values at the choice (no.gather)
+    recorded: bool = False    # whether its selection site is in the certificate
 
     @property
     def shape(self):
@@ -70,9 +73,33 @@ class Selection:
 
     def rows(self, index: Tensor) -> Tensor:
         """``index`` (of this selection's shape) as [..., k], the axis last."""
-        if self.k is None:
-            index = index if self.keepdims else index.unsqueeze(self.axis)
-        return index.movedim(self.axis, -1)
+        return Selection.rows_of(index, self.axis, self.k, self.keepdims)
+
+    @staticmethod
+    def rows_of(index: Tensor, axis: int, k, keepdims: bool) -> Tensor:
+        if k is None and not keepdims:
+            index = index.unsqueeze(axis)
+        return index.movedim(axis, -1)
+
+    def taint_of_reading(self) -> Tensor | None:
+        """The taint of values read at this choice (``no.gather``): the rows with a value
+        that is not certified, and, where the choice is the reference's own (not the
+        kernel's, which a verdict reads from its outputs), the rows where another index is
+        admissible, whose selection site the certificate then records."""
+        self.read = True
+        if self.forced:
+            return self.taint
+        x = self.source
+        ctx = x.ctx
+        c = x.c.expand(x.c.shape).movedim(self.axis, -1)
+        lo, hi = key_bounds(c, x.radius().expand(x.c.shape).movedim(self.axis, -1), x.fmt, self.largest)
+        more = alternatives(lo, hi, self.rows(self.own), self.k, self.ordered, self.ties)
+        if not self.recorded:
+            self.recorded = True
+            ctx.record(self.label, "selection", str(x.fmt), "one admissible choice per row", ~more.reshape(-1),
+                       more.reshape(-1).double())
+        more = self.shaped(more.expand(self.rows(self.own).shape))
+        return more if self.taint is None else self.taint | more
 
     def row_position(self, at: tuple) -> tuple:
         """(row, place) in ``rows``' layout of the element at index ``at`` of this selection."""
@@ -108,27 +135,22 @@ def choose(x: Tracked, k: int | None, axis: int, largest: bool, ordered: bool, t
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
             raise InvalidArgument(f"topk k={k!r}: expected an int from 1 to the axis' size {n}.")
     c = x.c.expand(x.c.shape).movedim(axis, -1)
-    lo, hi = key_bounds(c, x.radius().expand(x.c.shape).movedim(axis, -1), x.fmt, largest)
     own = own_choice(c, x.fmt, largest, k)
-    more = alternatives(lo, hi, own, k, ordered, ties)
     row_taint = None if x.taint is None else x.taint.expand(x.c.shape).movedim(axis, -1).any(-1, keepdim=True)
     ordinal = len(ctx.selections)
     forced = ctx.forced.get(ordinal) if ctx.forced else None
     what = ("argmax" if largest else "argmin") if k is None else f"top-{k}" + ("" if largest else " smallest")
     label = ctx.label(f"{what} of {ctx.count(n)} {x.fmt} values")
-    sel = Selection(source=x, axis=axis, k=k, largest=largest, ordered=ordered, ties=ties, keepdims=keepdims,
-                    ordinal=ordinal, own=own, index=own, taint=None, label=label)
+    index = own
     if forced is not None:
         # the kernel's stored choice (``Context.forced``), judged on its own by the verdict; an
         # index out of range reads the reference's own choice instead
-        forced = sel.rows(forced.to(c.device).long())
-        index, taint = torch.where((forced >= 0) & (forced < n), forced, own), row_taint
-    else:
-        index, taint = own, _or(row_taint, more)
-        ctx.record(label, "selection", str(x.fmt), "one admissible choice per row", ~more.reshape(-1),
-                   more.reshape(-1).double())
+        forced = Selection.rows_of(forced.to(c.device).long(), axis, k, keepdims)
+        index = torch.where((forced >= 0) & (forced < n), forced, own)
+    sel = Selection(source=x, axis=axis, k=k, largest=largest, ordered=ordered, ties=ties, keepdims=keepdims,
+                    ordinal=ordinal, own=None, index=None, taint=None, label=label, forced=forced is not None)
     sel.own, sel.index = sel.shaped(own), sel.shaped(index)
-    sel.taint = None if taint is None else sel.shaped(taint.expand(index.shape))
+    sel.taint = None if row_taint is None else sel.shaped(row_taint.expand(index.shape))
     ctx.selections.append(sel)
     return sel
 

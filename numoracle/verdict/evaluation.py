@@ -191,6 +191,9 @@ class Evaluation:
         """``judge`` of a program with index outputs: the program runs again with the kernel's
         stored indices in place of its own choices (what the kernel's other outputs were
         computed from), and every output is judged against that run."""
+        if not any(sel.read for sel in self.ctx.selections):
+            # nothing was read at a choice: the kernel's indices would change nothing of this run
+            return self._judge_with(decoded, modes, confirm)
         run = self.reference_run
         if run is None:
             raise InvalidArgument(f"{self.program.name} returns indices (argmax/top-k): judging them re-runs the "
