@@ -3,7 +3,7 @@
 A kernel that picks indices compares the values it holds, each of them somewhere in its
 enclosure.  Which index it picks is therefore not one number: in a near tie several are
 right.  A choice is *admissible* when some values, one inside each enclosure, make it the
-right choice; for boxes that is decided exactly from their bounds (``admissible``), so a
+right choice; for boxes that is decided exactly from their bounds (``judge_choice``), so a
 verdict never rejects a choice a correct kernel can make, and rejects every choice no
 values in the boxes support.
 
@@ -36,9 +36,9 @@ class Selection:
     (``k`` None: argmax or argmin, the axis dropped unless ``keepdims``) or k of them
     (top-k, the axis kept with size k).  ``index``: the indices that the rest of the
     program reads (the kernel's own, where the verdict forced them; else ``own``);
-    ``own``: the reference's choice from the centres; ``taint``: rows whose values
-    computed from ``index`` are uncertified (another index is admissible and the kernel's
-    was not given, or a value of the row is)."""
+    ``own``: the reference's choice from the rounded centres (``own_choice``); ``taint``:
+    the rows holding a value that is not certified (``taint_of_reading`` adds, for the
+    reference's own choice, the rows where another index is admissible)."""
     source: Tracked
     axis: int
     k: int | None
