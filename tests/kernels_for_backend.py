@@ -199,3 +199,10 @@ def parity_kernel(x_ptr, a_ptr, b_ptr, t_ptr, p_ptr,
     tl.store(erf_ptr + offs, libdevice.erf(t), mask=m)
     tl.store(rsqrt_ptr + offs, libdevice.rsqrt(p), mask=m)
     tl.store(tl_rsqrt_ptr + offs, tl.math.rsqrt(p), mask=m)
+
+
+@triton.jit
+def choose_kernel(x_ptr, o_ptr, N: tl.constexpr, LEFT: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, N))
+    tl.store(o_ptr, tl.argmax(x, 0, tie_break_left=LEFT))
+    tl.store(o_ptr + 1, tl.argmin(x, 0, tie_break_left=LEFT))

@@ -388,3 +388,25 @@ def test_torch_spellings_of_a_choice_point_to_the_language():
         no.check(method, torch.zeros(2, dtype=torch.long), (x,))
     with pytest.raises(LanguageMisuse, match=r"no\.topk\(x, k, axis=-1\)"):
         no.check(function, torch.zeros(2, 2, dtype=torch.long), (x,))
+
+
+def test_a_kernel_asking_for_the_fast_tie_break_meets_a_reference_that_promises_the_first():
+    from numoracle import backends
+    backends.select("interpreter")
+    from tests.fixtures import user_router as U
+
+    @no.reference
+    def greedy_first(logits):
+        return no.argmax(logits.to(F.fp32), axis=-1)
+
+    @no.reference
+    def greedy_any(logits):
+        return no.argmax(logits.to(F.fp32), axis=-1, ties="any")
+
+    logits = torch.tensor([[1.0, 3.0, 3.0, 0.0], [2.0, -1.0, 0.5, 2.0], [0.0, 1.0, 2.0, 0.5]], dtype=torch.bfloat16)
+    left, fast = U.greedy(logits), U.greedy(logits, left=False)
+    assert no.check(greedy_first, left, (logits,)).status == "accept"
+    v = no.check(greedy_first, fast, (logits,), mode="fixed")
+    # the two tied rows are rejected, the row without a tie is not
+    assert v.status == "reject" and v.outputs[0].rejected.tolist() == [True, True, False], v.explain()
+    assert no.check(greedy_any, fast, (logits,)).status == "accept"

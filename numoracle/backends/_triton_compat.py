@@ -241,8 +241,15 @@ def probe_kernels() -> SimpleNamespace:
         b = tl.load(b_ptr + r[:, None] * 16 + r[None, :])
         tl.store(o_ptr + r[:, None] * 16 + r[None, :], tl.dot(a, b, input_precision=PREC))
 
+    def probe_argmax_kernel(x_ptr, o_ptr, N: tl.constexpr):
+        """``tl.argmax`` and ``tl.argmin`` of N values with the fast tie break
+        (``tie_break_left=False``)."""
+        x = tl.load(x_ptr + tl.arange(0, N))
+        tl.store(o_ptr, tl.argmax(x, 0, tie_break_left=False))
+        tl.store(o_ptr + 1, tl.argmin(x, 0, tie_break_left=False))
+
     _probes = SimpleNamespace(
-        cast=probe_cast_kernel, binary=probe_binary_kernel, float_arg=probe_float_arg_kernel,
+        cast=probe_cast_kernel, argmax=probe_argmax_kernel, binary=probe_binary_kernel, float_arg=probe_float_arg_kernel,
         bf16_constant=probe_bf16_constant_kernel, runtime_range=probe_runtime_range_kernel,
         atomic_add=probe_atomic_add_kernel, dot=probe_dot_kernel,
         libdevice_stub=probe_libdevice_stub_kernel if ld_stub is not None else None,

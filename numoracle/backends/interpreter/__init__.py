@@ -58,6 +58,13 @@ defect (``status()`` key) what the bare interpreter does / what install does
                           raises (the interpreter's options leave them out);
                           repaired: admitted, computed as the interpreter's
                           float32 matmul, as "tf32" and "tf32x3" are.
+``argmax_fast_ties``      ``tl.argmax``/``tl.argmin`` with
+                          ``tie_break_left=False`` (Triton's fast tie break,
+                          which promises no index among equal values) take
+                          the first, as with ``True``; repaired: the last
+                          (what a left-to-right fold of the fast combine
+                          gives), so that a reference promising the first
+                          meets the difference on the CPU too.
 ``autotune``              ``triton.autotune`` benchmarks, which needs a GPU
                           driver; repaired: an interpreted autotuned kernel
                           runs one chosen config (see below), no benchmark.
@@ -129,6 +136,7 @@ from .autotune import set_autotune_config as set_autotune_config
 from .casts import repair_bf16_casts, repair_fp8_casts, repair_fp16_casts
 from .dot import repair_dot_split_precisions
 from .dot_scaled import repair_dot_scaled_fp8
+from .reductions import repair_argmax_fast_ties
 from .libdevice import repair_libdevice, repair_tl_math
 from .probes import DEFECTS as DEFECTS
 from .probes import bare_probes, run_probes
@@ -162,6 +170,7 @@ REPAIRS = {
     "autotune": repair_autotune,
     "dot_scaled_fp8": repair_dot_scaled_fp8,
     "dot_split_precisions": repair_dot_split_precisions,
+    "argmax_fast_ties": repair_argmax_fast_ties,
 }
 
 

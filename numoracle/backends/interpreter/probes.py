@@ -30,6 +30,7 @@ DEFECTS = (
     "autotune",
     "dot_scaled_fp8",
     "dot_split_precisions",
+    "argmax_fast_ties",
 )
 
 
@@ -249,6 +250,20 @@ def _probe_dot_split_precisions() -> tuple:
     return False, f"tl.dot takes input_precision {' and '.join(SPLIT_PRECISIONS)} (a float32 matmul)"
 
 
+def _probe_argmax_fast_ties() -> tuple:
+    torch = _torch()
+    x = torch.tensor([1.0, 3.0, 3.0, -2.0, 0.0, -2.0, 3.0, 1.0])
+    out = torch.zeros(2, dtype=torch.int32)
+    raised = _raised("tl.argmax(x, 0, tie_break_left=False)", compat.probe_kernels().argmax, x, out, 8)
+    if raised:
+        return raised
+    got = out.tolist()
+    if got == [1, 3]:
+        return True, ("tl.argmax/tl.argmin with tie_break_left=False return the first of equal values (indices "
+                      "1 and 3 of [1, 3, 3, -2, 0, -2, 3, 1]), as with tie_break_left=True")
+    return False, f"tl.argmax/tl.argmin with tie_break_left=False return {got} among the equal values"
+
+
 def _ulps_f32(got: np.ndarray, want64: np.ndarray) -> np.ndarray:
     want32 = want64.astype(np.float32)
     spacing = np.spacing(np.abs(want32)).astype(np.float64)
@@ -337,6 +352,7 @@ _PROBES: Dict[str, Callable[[], tuple]] = {
     "autotune": _probe_autotune,
     "dot_scaled_fp8": probe_dot_scaled_fp8,
     "dot_split_precisions": _probe_dot_split_precisions,
+    "argmax_fast_ties": _probe_argmax_fast_ties,
 }
 
 

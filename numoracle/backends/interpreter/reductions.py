@@ -86,3 +86,41 @@ def install_reduce_hooks() -> None:
     state.patcher.set(S, "cumprod", _scan(orig_cumprod, np.multiply))
     state.hooks.add("reduce")
 
+
+
+def _last_nanargmax(data, axis=None, keepdims=False):
+    """The last index of the largest value (NaN skipped, as ``np.nanargmax``)."""
+    flipped = np.flip(data, axis=axis)
+    n = data.shape[axis] if axis is not None else data.size
+    return (n - 1) - np.nanargmax(flipped, axis=axis, keepdims=keepdims)
+
+
+def _last_nanargmin(data, axis=None, keepdims=False):
+    flipped = np.flip(data, axis=axis)
+    n = data.shape[axis] if axis is not None else data.size
+    return (n - 1) - np.nanargmin(flipped, axis=axis, keepdims=keepdims)
+
+
+def repair_argmax_fast_ties() -> None:
+    """Defect ``argmax_fast_ties``: ``tl.argmax``/``tl.argmin`` with ``tie_break_left=False``
+    (Triton's fast tie break, which promises no index among equal values: its combine keeps
+    the right operand on a tie) return the first of equal values, as with ``True``.  A kernel
+    that asks for the fast tie break then never meets, on the CPU, a reference that promises
+    the first (``no.argmax(..., ties="first")``).  Repair: the last of equal values, the
+    choice a left-to-right fold of that combine makes (the GPU's tree may make another)."""
+    rt = runtime()
+    tl = language()
+    std = tl.standard
+    R = rt.ReduceOps
+    orig = R.apply_impl
+    fast_max = getattr(std, "_argmax_combine_tie_break_fast", None)
+    fast_min = getattr(std, "_argmin_combine_tie_break_fast", None)
+
+    def apply_impl(self, input):
+        if fast_max is not None and self.combine_fn is fast_max:
+            return self.min_max(input[0], val_reduce_op=np.nanmax, idx_reduce_op=_last_nanargmax)
+        if fast_min is not None and self.combine_fn is fast_min:
+            return self.min_max(input[0], val_reduce_op=np.nanmin, idx_reduce_op=_last_nanargmin)
+        return orig(self, input)
+
+    state.patcher.set(R, "apply_impl", apply_impl)
