@@ -410,3 +410,17 @@ def test_a_kernel_asking_for_the_fast_tie_break_meets_a_reference_that_promises_
     # the two tied rows are rejected, the row without a tie is not
     assert v.status == "reject" and v.outputs[0].rejected.tolist() == [True, True, False], v.explain()
     assert no.check(greedy_any, fast, (logits,)).status == "accept"
+
+
+def test_an_accepted_verdict_shows_its_most_contested_choice_and_the_runner_up():
+    @no.reference
+    def am(x):
+        return no.argmax(no.exp(x.to(F.fp32)), axis=-1)
+
+    # row 1's two largest values are one bf16 ulp apart; the other rows are far from a tie
+    x = torch.tensor([[0.0, 1.0, 2.0], [1.0, 1.0078125, 0.0], [5.0, 0.0, 1.0]], dtype=torch.bfloat16)
+    lines = no.check(am, x.float().exp().argmax(-1), (x,)).explain().split("\n")
+    assert lines[2] == "Closest to its bounds: element y[1] (an index output)"
+    assert lines[4].startswith("  kernel    = index 1, value in [2.7395")
+    assert lines[6].startswith("  runner-up = index 0, value in [2.7182")
+    assert lines[7] == "  admissible = 1 of 3 indices: 1"

@@ -87,7 +87,12 @@ class IndexJudgement:
         # format at the rival's value: what ranks a verdict's worst element (an index out of
         # range or repeated ranks first)
         gap = (rival_lo - hi_c) / F.ulp(rival_lo.abs().clamp(min=tiny), sel.source.fmt)
-        excess = torch.where(rival >= 0, gap.clamp(min=0), torch.full_like(gap, torch.inf))
+        # an accepted place: how near the best value not chosen comes to it (negative: the
+        # margin), so that a verdict shows the most contested choice
+        others = lo.scatter(-1, idx, torch.full_like(lo_c, -torch.inf)).amax(-1, keepdim=True)
+        near = (others - hi_c) / F.ulp(torch.maximum(others.abs(), hi_c.abs()).clamp(min=tiny), sel.source.fmt)
+        excess = torch.where(rejected, torch.where(rival >= 0, gap.clamp(min=0), torch.inf),
+                             torch.nan_to_num(near.clamp(max=0), nan=-torch.inf))
         sign = 1.0 if sel.largest else -1.0
 
         def shaped(t):
@@ -102,7 +107,7 @@ class IndexJudgement:
                            special_mask=torch.zeros_like(shaped(rejected)), fixed_rejected_mask=shaped(fixed))
         detail = _Detail(self, lo, hi, rejected, rival, n)
         return OutputJudgement(name=self.name, fmt=sel.source.fmt, shape=kernel.shape, parts=parts, detail=detail,
-                               kind=KIND, excess_ulp=shaped(torch.where(rejected, excess, torch.nan)))
+                               kind=KIND, excess_ulp=shaped(excess))
 
 
 def _num(x: float) -> str:
@@ -162,6 +167,12 @@ class _Detail:
                 order = f" in place {m}" if sel.ordered else ""
                 lines.append(f"  why       = index {r}, {where} ({self._value(row, r)}), certainly ranks above "
                              f"index {i}{order}: the top {sel.k} cannot be chosen so")
+        if sel.k is None and 0 <= i < self.n and self.n > 1 and not bool(self.rejected[pos]) and not bool(j.unc[pos]):
+            # the runner-up: the other index whose value can come nearest
+            others = self.lo[row].clone()
+            others[i] = -torch.inf
+            r = int(others.argmax())
+            lines.append(f"  runner-up = index {r}, {self._value(row, r)}")
         if sel.k is None and 0 <= i < self.n:
             ok = S.admissible_one(self.lo[row], self.hi[row], sel.ties)
             ids = torch.nonzero(ok).reshape(-1).tolist()

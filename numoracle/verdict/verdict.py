@@ -69,13 +69,14 @@ class Verdict:
                 continue
             if o.kind == "index":
                 # an index has no ulps of its own: its rejects rank by how far the chosen value
-                # falls short, in the source's ulps; accepted indices come after any value
+                # falls short, in the source's ulps; accepted ones by how near another value comes
+                # (a negative margin: after every value output's element)
                 rej = o.rejected
                 score = torch.where(rej, torch.nan_to_num(o.excess_ulp, nan=float("inf"), posinf=float("inf")),
-                                    torch.where(o.uncertified, -float("inf"), -1.0))
+                                    torch.where(o.uncertified, -float("inf"), o.excess_ulp.clamp(max=0) - 1.0))
                 i = int(torch.argmax(score.reshape(-1)))
                 cand = (int(bool(rej.any())), float(score.reshape(-1)[i]), o, i,
-                        float(o.excess_ulp.reshape(-1)[i]))
+                        float(o.excess_ulp.reshape(-1)[i]) if bool(rej.reshape(-1)[i]) else math.nan)
                 if best is None or cand[:2] > best[:2]:
                     best = cand
                 continue
