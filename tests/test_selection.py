@@ -419,8 +419,12 @@ def test_an_accepted_verdict_shows_its_most_contested_choice_and_the_runner_up()
 
     # row 1's two largest values are one bf16 ulp apart; the other rows are far from a tie
     x = torch.tensor([[0.0, 1.0, 2.0], [1.0, 1.0078125, 0.0], [5.0, 0.0, 1.0]], dtype=torch.bfloat16)
-    lines = no.check(am, x.float().exp().argmax(-1), (x,)).explain().split("\n")
+    v = no.check(am, x.float().exp().argmax(-1), (x,))
+    lines = v.explain().split("\n")
     assert lines[2] == "Closest to its bounds: element y[1] (an index output)"
+    # the margin to the runner-up, negative, in fp32 ulps: what a search's target() climbs toward a tie
+    from numoracle.runner.outcomes import excess_ulps
+    assert -1e6 < excess_ulps(v) < 0 and v.to_dict()["worst"]["excess_ulp"] == excess_ulps(v)
     assert lines[4].startswith("  kernel    = index 1, value in [2.7395")
     assert lines[6].startswith("  runner-up = index 0, value in [2.7182")
     assert lines[7] == "  admissible = 1 of 3 indices: 1"

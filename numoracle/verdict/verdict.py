@@ -75,8 +75,9 @@ class Verdict:
                 score = torch.where(rej, torch.nan_to_num(o.excess_ulp, nan=float("inf"), posinf=float("inf")),
                                     torch.where(o.uncertified, -float("inf"), o.excess_ulp.clamp(max=0) - 1.0))
                 i = int(torch.argmax(score.reshape(-1)))
-                cand = (int(bool(rej.any())), float(score.reshape(-1)[i]), o, i,
-                        float(o.excess_ulp.reshape(-1)[i]) if bool(rej.reshape(-1)[i]) else math.nan)
+                # the excess: outside by so many ulps, or (negative) the margin to the runner-up,
+                # which a search's target() then drives toward a tie
+                cand = (int(bool(rej.any())), float(score.reshape(-1)[i]), o, i, float(o.excess_ulp.reshape(-1)[i]))
                 if best is None or cand[:2] > best[:2]:
                     best = cand
                 continue
