@@ -428,3 +428,49 @@ def test_an_accepted_verdict_shows_its_most_contested_choice_and_the_runner_up()
     assert lines[4].startswith("  kernel    = index 1, value in [2.7395")
     assert lines[6].startswith("  runner-up = index 0, value in [2.7182")
     assert lines[7] == "  admissible = 1 of 3 indices: 1"
+
+
+@pytest.mark.parametrize("left", [True, False])
+def test_the_skeleton_reads_a_kernel_s_argmax_and_its_tie_rule(left):
+    from numoracle import backends
+    from numoracle.plan.skeleton import skeleton
+    backends.select("interpreter")
+    from tests.fixtures import user_router as U
+
+    @no.reference
+    def greedy(logits):
+        return no.argmax(logits.to(F.fp32), axis=-1)
+
+    def kernel(logits):
+        return U.greedy(logits, left=left)
+
+    logits = torch.randn(5, 100, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    text = skeleton(greedy, kernel, (logits,))
+    want = 'no.argmax(logits.to(fp32), axis=-1, keepdims=True' + ("" if left else ', ties="any"') + ")"
+    assert want in text and "TODO" not in text.split('"""')[-1], text
+    ns = {}
+    exec(compile(text, "<skeleton>", "exec"), ns)
+    tied = logits.clone()
+    tied[:, 7] = tied[:, 3] = 10.0                      # every row ties at its largest value
+    for x in (logits, tied):
+        assert no.check(ns["greedy_plan"], kernel(x), (x,), mode="fixed").status == "accept"
+
+
+def test_a_kept_axis_is_squeezed_and_the_choice_still_judged_and_read_at_the_kernel_s_index():
+    @no.reference
+    def g(x):
+        s = no.exp(x.to(F.fp32))
+        i = no.argmax(s, axis=-1, keepdims=True)
+        return no.gather(s, i.squeeze(-1), axis=-1), i.squeeze(-1)
+
+    x = torch.tensor([[0.0, 2.0, 2.0], [1.0, 0.5, 0.0]], dtype=torch.bfloat16)
+    s = x.float().exp()
+    for ids, status in (([1, 0], "accept"), ([2, 0], "accept"), ([0, 0], "reject")):
+        ids = torch.tensor(ids)
+        v = no.check(g, (s.gather(-1, ids[:, None]).squeeze(-1), ids), (x,), mode="fixed")
+        assert v.status == status, v.explain()
+    with pytest.raises(InvalidArgument, match="only an argmax or argmin kept with keepdims=True"):
+        @no.reference
+        def bad(x):
+            return no.topk(x.to(F.fp32), 2)[1].squeeze(-1)
+        no.check(bad, torch.zeros(2, dtype=torch.long), (x,))

@@ -18,6 +18,7 @@ values computed from it are uncertified in rows where another index is admissibl
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -86,20 +87,33 @@ class Selection:
         that is not certified, and, where the choice is the reference's own (not the
         kernel's, which a verdict reads from its outputs), the rows where another index is
         admissible, whose selection site the certificate then records."""
-        self.read = True
-        if self.forced:
-            return self.taint
         x = self.source
         ctx = x.ctx
+        # the flags live on the context's entry for this choice (``squeeze`` makes copies)
+        canon = ctx.selections[self.ordinal]
+        self.read = canon.read = True
+        if self.forced:
+            return self.taint
         c = x.c.expand(x.c.shape).movedim(self.axis, -1)
         lo, hi = key_bounds(c, x.radius().expand(x.c.shape).movedim(self.axis, -1), x.fmt, self.largest)
         more = alternatives(lo, hi, self.rows(self.own), self.k, self.ordered, self.ties)
-        if not self.recorded:
-            self.recorded = True
+        if not canon.recorded:
+            canon.recorded = True
             ctx.record(self.label, "selection", str(x.fmt), "one admissible choice per row", ~more.reshape(-1),
                        more.reshape(-1).double())
         more = self.shaped(more.expand(self.rows(self.own).shape))
         return more if self.taint is None else self.taint | more
+
+    def squeeze(self, axis: int) -> "Selection":
+        """An argmax or argmin kept with ``keepdims=True``, its axis of size one dropped (what
+        ``.squeeze(axis)`` of the indices gives)."""
+        if self.k is not None or not self.keepdims or _ax(axis, len(self.shape)) != self.axis:
+            raise InvalidArgument(f"{self!r}.squeeze({axis}): only an argmax or argmin kept with keepdims=True "
+                                  f"drops its own axis ({self.axis}); pass keepdims=False instead.")
+        out = dataclasses.replace(self, keepdims=False)
+        out.own, out.index = self.own.squeeze(self.axis), self.index.squeeze(self.axis)
+        out.taint = None if self.taint is None else self.taint.squeeze(self.axis)
+        return out
 
     def row_position(self, at: tuple) -> tuple:
         """(row, place) in ``rows``' layout of the element at index ``at`` of this selection."""
@@ -145,7 +159,11 @@ def choose(x: Tracked, k: int | None, axis: int, largest: bool, ordered: bool, t
     if forced is not None:
         # the kernel's stored choice (``Context.forced``), judged on its own by the verdict; an
         # index out of range reads the reference's own choice instead
-        forced = Selection.rows_of(forced.to(c.device).long(), axis, k, keepdims)
+        forced = forced.to(c.device).long()
+        if k is None and forced.ndim == x.ndim - 1:
+            # stored without the axis (kept here, then squeezed by the program)
+            forced = forced.unsqueeze(axis)
+        forced = forced.movedim(axis, -1)
         index = torch.where((forced >= 0) & (forced < n), forced, own)
     sel = Selection(source=x, axis=axis, k=k, largest=largest, ordered=ordered, ties=ties, keepdims=keepdims,
                     ordinal=ordinal, own=None, index=None, taint=None, label=label, forced=forced is not None)

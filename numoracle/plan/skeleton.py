@@ -199,7 +199,7 @@ class _Launch:
         if n == "tt.precise_divf":
             return em.emit(named, f"no.div_rn({self.value(ops[0])}, {self.value(ops[1])})", cm)
         if n == "tt.reduce":
-            return self._reduce(op, cm, named)
+            return self._reduce(op, cm, named, idx)
         if n == "tt.scan":
             return self._scan(op, cm, named)
         if n == "scf.for":
@@ -326,12 +326,22 @@ class _Launch:
             return f"{name}.unsqueeze(-1)"       # one value per row, against the row's tile
         return name
 
-    def _reduce(self, op, cm, named) -> str:
+    def _reduce(self, op, cm, named, idx: int = 0) -> str:
         comb, _ = K._combine(op)
         ty = op.operand_types[0] if op.operand_types else None
         axis = int(op.attr("axis") or 0)
         if ty is None or axis != len(ty.shape) - 1:
             return self.em.placeholder(f"a reduction along axis {axis} at {self.k.where(op).short()}")
+        choice = _choice(op)
+        if choice is not None:
+            # tl.argmax / tl.argmin: (value, index) pairs combined by a comparison
+            largest, first = choice
+            x = self.value(op.operands[0])
+            if idx == 0:
+                return self.em.emit(named, f"{'no.max' if largest else 'no.min'}({x}, axis=-1, keepdims=True)", cm)
+            ties = "" if first else ', ties="any"'
+            return self.em.emit(named, f"{'no.argmax' if largest else 'no.argmin'}({x}, axis=-1, keepdims=True{ties})",
+                                cm)
         f = {"arith.addf": "no.sum", "arith.maxnumf": "no.max", "arith.maximumf": "no.max",
              "arith.minnumf": "no.min", "arith.minimumf": "no.min"}.get(comb)
         if f is None:
@@ -425,6 +435,23 @@ def skeleton(op_or_reference, kernel, inputs, params=None, *, name: str | None =
     ]
     body = em.lines + [f"    return {', '.join(results)}" if len(results) != 1 else f"    return {results[0]}"]
     return "\n".join(head + body) + "\n"
+
+
+def _choice(op):
+    """(largest, ties first) of a reduction of (value, index) pairs that keeps the larger
+    (smaller) value and its index, as ``tl.argmax`` (``tl.argmin``) compiles; ties first where
+    the combine also compares the indices (``tie_break_left=True``).  None for another
+    reduction."""
+    if len(op.operands) != 2 or not op.regions:
+        return None
+    body = op.regions[0]
+    preds = [o.text.split(",", 1)[0].strip() for o in body if o.name == "arith.cmpf"]
+    order = [p for p in preds if p not in ("oeq", "ueq")]
+    if len(order) != 1 or order[0] not in ("ogt", "ugt", "oge", "uge", "olt", "ult", "ole", "ule"):
+        return None
+    if sum(o.name == "arith.select" for o in body) != 2:
+        return None
+    return order[0] in ("ogt", "ugt", "oge", "uge"), any(o.name == "arith.cmpi" for o in body)
 
 
 def _stored_value(lau, store) -> str:
