@@ -28,9 +28,9 @@ def source_elements(refs) -> int:
     return sum(r.source.c.expand(r.source.shape).numel() for r in refs if is_selection(r))
 
 
-def _boxes(sel: S.Selection, n_elements: int, p: float) -> dict:
-    """mode -> (lo, hi) of the keys [..., n] the selection compared, and the uncertified rows
-    [..., 1]: a source value the calculus cannot bound, or one tainted."""
+def _boxes(sel: S.Selection, n_elements: int, p: float) -> tuple:
+    """({mode: (lo, hi)} of the keys [..., n] the selection compared, the uncertified rows
+    [..., 1]: a source value the calculus cannot bound, or one tainted)."""
     x = sel.source
     shape = x.c.shape
     c = x.c.expand(shape).movedim(sel.axis, -1)
@@ -94,9 +94,7 @@ class IndexJudgement:
         excess = torch.where(rejected, torch.where(rival >= 0, gap.clamp(min=0), torch.inf),
                              torch.nan_to_num(near.clamp(max=0), nan=-torch.inf))
         sign = 1.0 if sel.largest else -1.0
-
-        def shaped(t):
-            return sel.shaped(t)
+        shaped = sel.shaped
         kernel = shaped(self.chosen.double())
         parts = GivenParts(kernel_values=kernel, centre_values=shaped(sel.rows(sel.own).double()),
                            lo=shaped(sign * (lo_c if sel.largest else hi_c)),
@@ -121,7 +119,8 @@ class _Detail:
         self.judged, self.lo, self.hi, self.rejected, self.rival, self.n = judged, lo, hi, rejected, rival, n
 
     def _value(self, row: tuple, i: int) -> str:
-        """'x[3, 17] in [a, b]' of the source value at index i of a row (signs undone)."""
+        """'value in [a, b]' (or 'value a' where the box is one value) of the source value at
+        index i of a row, in the source's own sign."""
         sel = self.judged.sel
         lo, hi = float(self.lo[row + (i,)]), float(self.hi[row + (i,)])
         if not sel.largest:

@@ -88,17 +88,12 @@ def install_reduce_hooks() -> None:
 
 
 
-def _last_nanargmax(data, axis=None, keepdims=False):
-    """The last index of the largest value (NaN skipped, as ``np.nanargmax``)."""
-    flipped = np.flip(data, axis=axis)
-    n = data.shape[axis] if axis is not None else data.size
-    return (n - 1) - np.nanargmax(flipped, axis=axis, keepdims=keepdims)
-
-
-def _last_nanargmin(data, axis=None, keepdims=False):
-    flipped = np.flip(data, axis=axis)
-    n = data.shape[axis] if axis is not None else data.size
-    return (n - 1) - np.nanargmin(flipped, axis=axis, keepdims=keepdims)
+def _last(nanarg):
+    """``nanarg`` (``np.nanargmax`` or ``np.nanargmin``) taking the last of equal values."""
+    def index(data, axis=None, keepdims=False):
+        n = data.shape[axis] if axis is not None else data.size
+        return (n - 1) - nanarg(np.flip(data, axis=axis), axis=axis, keepdims=keepdims)
+    return index
 
 
 def repair_argmax_fast_ties() -> None:
@@ -118,9 +113,9 @@ def repair_argmax_fast_ties() -> None:
 
     def apply_impl(self, input):
         if fast_max is not None and self.combine_fn is fast_max:
-            return self.min_max(input[0], val_reduce_op=np.nanmax, idx_reduce_op=_last_nanargmax)
+            return self.min_max(input[0], val_reduce_op=np.nanmax, idx_reduce_op=_last(np.nanargmax))
         if fast_min is not None and self.combine_fn is fast_min:
-            return self.min_max(input[0], val_reduce_op=np.nanmin, idx_reduce_op=_last_nanargmin)
+            return self.min_max(input[0], val_reduce_op=np.nanmin, idx_reduce_op=_last(np.nanargmin))
         return orig(self, input)
 
     state.patcher.set(R, "apply_impl", apply_impl)
