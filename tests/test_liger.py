@@ -92,6 +92,38 @@ def test_liger_layer_norm_fp32_accepted_and_bf16_statistics_finding():
     assert v.status == "accept", v.explain()
 
 
+def test_liger_rms_norm_llama_offset_finding():
+    """Liger 0.8.5 adds a non-zero offset to w in fp32 under llama casting and multiplies in fp32:
+    against rms_norm's llama plan (add in w's format, multiply in x's format) it is rejected,
+    against a reference of its own plan accepted.  The adapter refuses the combination."""
+    params = {"casting": "llama", "offset": 1.0}
+    op = operators.get("rms_norm")
+    with pytest.raises(NotImplementedError, match="another plan"):
+        _run("rms_norm", torch.bfloat16, 0, extra=params)
+    from liger_kernel.ops.rms_norm import rms_norm_forward
+
+    @no.reference(outputs=("y", "rstd"))
+    def llama_fp32_weight(x, w, *, eps=1e-6, offset=0.0, casting="llama"):
+        xf = x.to(fp32)
+        r = no.rsqrt(no.mean(xf * xf, axis=-1, keepdims=True) + eps)
+        return ((xf * r).to(x.format).to(fp32) * (w.to(fp32) + offset)).to(x.format), r.squeeze(-1)
+
+    statuses = {"plan": [], "own": []}
+    for seed, family in ((0, "calibration"), (1, "shifted_mean"), (2, "uniform")):
+        inputs, kw = op.example(seed, dtype=torch.bfloat16, family=family, rows=4, cols=96)
+        kw.update(params)
+        y, _x, rstd, *_ = rms_norm_forward(*[t.clone() for t in inputs], kw["eps"], 1.0, "llama", None)
+        statuses["plan"].append(no.check(op.reference, (y, rstd), inputs, kw, backend="interpreter").status)
+        statuses["own"].append(no.check(llama_fp32_weight, (y, rstd), inputs, kw, backend="interpreter").status)
+    assert statuses["own"] == ["accept"] * 3, statuses
+    assert "reject" in statuses["plan"], statuses
+    # numoracle's own kernel follows the plan
+    inputs, kw = op.example(0, dtype=torch.bfloat16, family="calibration", rows=4, cols=96)
+    kw.update(params)
+    assert no.check(op.reference, op.kernels["correct"](*inputs, **kw), inputs, kw,
+                    backend="interpreter").status == "accept"
+
+
 _BARE = textwrap.dedent("""
     import json, os
     os.environ["TRITON_INTERPRET"] = "1"

@@ -399,7 +399,8 @@ def _folded_into_dot(fm, x, y, shape, ctx):
 class Tracked:
     """A value of the reference program, as a kernel would hold it."""
 
-    __slots__ = ("c", "fmt", "repr_fmt", "form", "ctx", "taint", "pre", "_R", "k", "scaled_by", "dot_fold")
+    __slots__ = ("c", "fmt", "repr_fmt", "form", "ctx", "taint", "pre", "_R", "k", "scaled_by", "dot_fold",
+                 "known")
     __array_priority__ = 1000
 
     def __init__(self, c, fmt, form, ctx, *, repr_fmt=None, taint=None, pre=None):
@@ -416,6 +417,10 @@ class Tracked:
         # a GPU dot's result as it leaves the dot (ops.matmul): (factor on |c|, absolute term or
         # None), what an add that Triton folds into the dot's accumulator adds (_folded_into_dot)
         self.dot_fold = None
+        # a value the kernel is given exactly (an input, a runtime argument, an exact constant),
+        # perhaps widened or negated: a sum of two such is decided (_binary).  The emulator
+        # marks the same values (selftest.emulator.Emulated.known)
+        self.known = False
 
     # ---- basics
     @property
@@ -456,6 +461,7 @@ class Tracked:
                             torch.tensor(err, dtype=torch.float64, device=self.c.device), self.ctx.condensed)
         t = Tracked(c, fmt, fm, self.ctx)
         t.k = v
+        t.known = not err
         return t
 
     def _coerce(self, other) -> "Tracked":
@@ -480,17 +486,23 @@ class Tracked:
                 f"cannot combine a tracked {self.fmt} tensor with a {v.dtype} torch tensor: "
                 f"convert it to the float dtype the kernel receives it in first "
                 f"(for a count passed as a Python float: .to(torch.float32)).")
-        return Tracked(v.to(device=self.c.device, dtype=torch.float64), F.from_dtype(v.dtype),
-                       FM.Form(), self.ctx)
+        t = Tracked(v.to(device=self.c.device, dtype=torch.float64), F.from_dtype(v.dtype),
+                    FM.Form(), self.ctx)
+        t.known = True
+        return t
 
     # ---- rounding sites
     def _round(self, fmt: F.Format, what: str, scaled: Tensor | None = None,
-               tiny_below: float | None = None, settle: bool = False) -> "Tracked":
+               tiny_below: float | None = None, settle: bool = False,
+               known_settles: bool = False) -> "Tracked":
         """Round to fmt: a private rounding error of at most u|c| per element, none where
         the value is exact or where ``scaled`` says the operation only scaled by a power
         of two (those keep the underflow term).  The absolute underflow term applies below
         ``tiny_below`` (default: fmt's smallest normal; a product's threshold is higher,
-        see ``underflow_threshold``).  ``settle``: an explicit rounding (``_settle``)."""
+        see ``underflow_threshold``).  ``settle``: an explicit rounding (``_settle``).
+        ``known_settles``: a rounding no contraction skips (a sum's): where the value is
+        known exactly (R = 0), normal and at most max_finite in magnitude, the result is its
+        rounding, exactly."""
         ctx = self.ctx
         R = self.radius()
         c = self.c
@@ -507,7 +519,16 @@ class Tracked:
         zero_r = R == 0
         rlo = None
         if ctx.any(zero_r):
-            if settle and ctx.settle and F.rounds_by_magic(c, fmt):
+            if known_settles and ctx.settle:
+                # a known value's rounding is decided: RN(c), computed in place of the test that
+                # c is a value of fmt, is the result inside fmt's normal range (subnormal and
+                # out-of-range results keep their terms, as a settled cast's do)
+                rc = F.round_within_range(c, fmt)
+                inside = ok & (c.abs() <= fmt.max_finite)
+                decided = zero_r & inside & (c.abs() >= fmt.min_normal)
+                exact = decided | (zero_r & (((rc == c) & inside) | (c.abs() == math.inf)))
+                c = torch.where(decided, rc, c)
+            elif settle and ctx.settle and F.rounds_by_magic(c, fmt):
                 # compiled for the CPU, representable() is a rounding of its own; the settling
                 # rounds lo = c - R anyway, which is c where R = 0: c in range (ok) is a value of
                 # fmt iff it is that rounding (subnormals included), and infinities are values
@@ -549,6 +570,7 @@ class Tracked:
                         pre=self.pre if fmt == self.fmt else None)
             if fmt == self.fmt:
                 t.dot_fold = self.dot_fold     # a no-op cast: Triton still folds an add into the dot
+            t.known = self.known
             return t
         return self._round(fmt, f"round to {fmt} (.to)", settle=True)
 
@@ -615,22 +637,29 @@ class Tracked:
         if taint is not None:
             taint = taint.expand(shape) if taint.shape != shape else taint
         if op == "add":
-            c = x.c + y.c
+            addend = y.c
             fm = FM.add(x.form, y.form, cond)
-            exact = False
         elif op == "sub":
-            c = x.c - y.c
+            addend = -y.c
             fm = FM.add(x.form, FM.scale(y.form, -1.0), cond)
-            exact = False
         elif op == "mul":
             return _mul(x, y, fmt, shape, taint)
         elif op == "div":
             return _div(x, y, fmt, shape, taint)
         else:  # pragma: no cover
             raise AssertionError(op)
+        c = x.c + addend
+        # a sum of known values is known where its float64 centre is exact, that is where taking
+        # either operand away gives back the other (taking away the larger is exact, as in
+        # Fast2Sum): no slack there, and fmt's rounding of it is decided (a tie of fmt too).
+        # Tested only for known operands: elsewhere the sum carries their errors
+        known = x.known and y.known
+        inexact = c
+        if known:
+            inexact = torch.where(((c - x.c) == addend) & ((c - addend) == x.c), 0.0, c)
         c = c.expand(shape).clone() if c.shape != shape else c
         fm = _folded_into_dot(fm, x, y, shape, self.ctx)
-        fm = _fp64_slack(fm, c, self.ctx)
+        fm = _fp64_slack(fm, inexact, self.ctx)
         inf = _infinite_sum(x, y)
         if inf is not None and self.ctx.any(inf):
             # an exact infinity plus or minus a finite value is that infinity, exactly
@@ -638,7 +667,9 @@ class Tracked:
             if taint is not None:
                 taint = taint & ~inf
         t = Tracked(c, fmt, fm, self.ctx, taint=taint)
-        return t if exact else t._round(fmt, f"{fmt} {op}")
+        # a sum's rounding is never skipped (contraction fuses a product into an add, not an
+        # add into anything)
+        return t._round(fmt, f"{fmt} {op}", known_settles=known)
 
     def __add__(self, o): return self._binary(o, "add")
     def __radd__(self, o): return self._binary(o, "add", reverse=True)
@@ -650,8 +681,10 @@ class Tracked:
     def __rtruediv__(self, o): return self._binary(o, "div", reverse=True)
 
     def __neg__(self):
-        return Tracked(-self.c, self.fmt, FM.scale(self.form, -1.0), self.ctx,
-                       repr_fmt=self.repr_fmt, taint=self.taint)
+        t = Tracked(-self.c, self.fmt, FM.scale(self.form, -1.0), self.ctx,
+                    repr_fmt=self.repr_fmt, taint=self.taint)
+        t.known = self.known
+        return t
 
     def __abs__(self):
         # |x| is 1-Lipschitz; where the sign is known it is +-x exactly
@@ -863,7 +896,9 @@ def full_like(x: "Tracked", value, fmt=None) -> "Tracked":
     if math.isinf(rv):
         x.ctx.infinities = True
     c = torch.full(x.c.shape, rv, dtype=torch.float64, device=x.c.device)
-    return Tracked(c, fmt, FM.Form(), x.ctx)
+    t = Tracked(c, fmt, FM.Form(), x.ctx)
+    t.known = True
+    return t
 
 
 def _fmt_arg(fmt) -> F.Format:

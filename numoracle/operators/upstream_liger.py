@@ -53,6 +53,12 @@ def _c(t):
 def liger_rms_norm(x, w, *, eps=1e-6, offset=0.0, casting="llama"):
     from liger_kernel.ops.rms_norm import rms_norm_forward
 
+    if casting == "llama" and offset and x.dtype != torch.float32:
+        # a finding: Liger 0.8.5 pins the offset to fp32 (offset.to(tl.float32)), so under llama
+        # casting offset + w, and the weight multiply with it, run in fp32; docs/operators.md's
+        # llama plan adds in w's format and multiplies in x's format (alike for offset 0 only)
+        raise NotImplementedError("Liger 0.8.5's llama casting adds a non-zero offset to w and multiplies "
+                                  "in fp32, not in x's format: another plan than rms_norm's reference")
     y, _x, rstd, *_ = rms_norm_forward(_c(x), _c(w), eps, offset, casting, None)
     return y, rstd
 

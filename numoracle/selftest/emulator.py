@@ -116,16 +116,20 @@ def round_site(plan: Plan, exact: Tensor, fmt) -> Tensor:
 
 
 class Emulated:
-    __slots__ = ("v", "fmt", "plan", "prod", "pre", "site", "dot")
+    __slots__ = ("v", "fmt", "plan", "prod", "pre", "site", "dot", "known")
     __array_priority__ = 1000
 
-    def __init__(self, v, fmt, plan, prod=None, pre=None, site=None, dot=None):
+    def __init__(self, v, fmt, plan, prod=None, pre=None, site=None, dot=None, known=False):
         self.v, self.fmt, self.plan, self.prod, self.pre = v, fmt, plan, prod, pre
         # site: "arith" where v is pre rounded at an arithmetic site (an output's store rounds
         # to nearest), "cast" where an explicit cast rounded pre
         self.site = site
         # a tensor-core dot as a function of its accumulator's start, for an add folded into it
         self.dot = dot
+        # a value the kernel is given (an input, a runtime argument, a constant), perhaps widened
+        # or negated: at least every value the calculus calls known (calculus.tracked), whose
+        # sums it settles, so such sums round to nearest in every plan
+        self.known = known
 
     format = property(lambda self: self.fmt)
     shape = property(lambda self: tuple(self.v.shape))
@@ -145,10 +149,12 @@ class Emulated:
         if isinstance(o, Emulated):
             return o
         if isinstance(o, (int, float)) and not isinstance(o, bool):
-            return Emulated(F.round(torch.tensor(float(o), dtype=torch.float64), self.fmt), self.fmt, self.plan)
+            return Emulated(F.round(torch.tensor(float(o), dtype=torch.float64), self.fmt), self.fmt, self.plan,
+                            known=True)
         if isinstance(o, Tensor) and o.is_floating_point():
             # a runtime argument, exact in its own dtype (as in the calculus)
-            return Emulated(o.to(device=self.v.device, dtype=torch.float64), F.from_dtype(o.dtype), self.plan)
+            return Emulated(o.to(device=self.v.device, dtype=torch.float64), F.from_dtype(o.dtype), self.plan,
+                            known=True)
         raise InvalidArgument(f"cannot combine an emulated tensor with {type(o).__name__}"
                               f"{' of ' + str(o.dtype) if isinstance(o, Tensor) else ''}: use Python "
                               f"numbers or float torch tensors.")
@@ -160,6 +166,7 @@ class Emulated:
         if _subset(self.fmt, fmt):
             w = self._wrap(self.v, fmt)
             w.dot = self.dot if fmt is self.fmt else None
+            w.known = self.known
             return w
         return self._cast(self.v, fmt)
 
@@ -181,6 +188,9 @@ class Emulated:
         xv = x.prod if (self.plan.fma and x.prod is not None and x.fmt is fmt) else x.v
         yv = y.prod if (self.plan.fma and y.prod is not None and y.fmt is fmt) else y.v
         exact = xv + yv if op == "add" else xv - yv
+        if x.known and y.known:
+            # the calculus settles a sum of known values on its rounding to nearest
+            return Emulated(F.round(exact, fmt), fmt, self.plan, pre=exact, site="arith")
         return self._rounded(exact, fmt)
 
     def __add__(self, o): return self._binary(o, "add")
@@ -191,7 +201,10 @@ class Emulated:
     def __rmul__(self, o): return self._binary(o, "mul", True)
     def __truediv__(self, o): return self._binary(o, "div")
     def __rtruediv__(self, o): return self._binary(o, "div", True)
-    def __neg__(self): return self._wrap(-self.v, prod=None if self.prod is None else -self.prod)
+    def __neg__(self):
+        w = self._wrap(-self.v, prod=None if self.prod is None else -self.prod)
+        w.known = self.known
+        return w
     def __abs__(self): return self._wrap(self.v.abs())
     def abs(self): return self.__abs__()
     def __gt__(self, o): return self.v > self._coerce(o).v
@@ -426,7 +439,7 @@ def clamp(x, lo=None, hi=None):
 def full_like(x: Emulated, value, fmt=None):
     fmt = x.fmt if fmt is None else _fmt_arg(fmt)
     v = F.round(torch.full(x.v.shape, float(value), dtype=torch.float64, device=x.v.device), fmt)
-    return Emulated(v, fmt, x.plan)
+    return Emulated(v, fmt, x.plan, known=True)
 
 
 def argmax(x: Emulated, axis=-1, keepdims=False, ties="first"):
@@ -573,7 +586,7 @@ def emulate(program, inputs, params=None, plan: Plan | None = None, *, before_st
     args = []
     for i, x in enumerate(inputs):
         v, fmt = _as_input(i, f"arg{i}", x)
-        args.append(v if fmt is None else Emulated(v, fmt, plan))
+        args.append(v if fmt is None else Emulated(v, fmt, plan, known=True))
     outs = _outputs_tuple(program.fn(*args, **dict(params or {})))
     result, pres = [], []
     for o in outs:

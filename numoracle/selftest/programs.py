@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from ..reference import matmul, reference
+from ..reference import matmul, mean, reference, rsqrt
 from ..check import check
 from ..formats import fp32
 from .emulator import Plan, emulate
@@ -36,6 +36,16 @@ def linear_bf16x3(x, w, b):
     return (matmul(x, w, acc=fp32, input_precision="bf16x3") + b).to(x.format)
 
 
+@reference(outputs=("y", "h"))
+def add_rms_norm(x, r, w, *, eps=1e-6):
+    """A fused residual add and RMSNorm (vLLM's fused_add_rms_norm): h = x + r in x's format,
+    stored, then normalised as Llama casting does (a sum of known values: it settles)."""
+    h = x + r
+    hf = h.to(fp32)
+    rstd = rsqrt(mean(hf * hf, axis=-1, keepdims=True) + eps)
+    return (hf * rstd).to(x.format) * w, h
+
+
 PROGRAMS = {
     "rms_norm_llama": R.rms_norm_llama,
     "rms_norm_gemma": R.rms_norm_gemma,
@@ -49,6 +59,7 @@ PROGRAMS = {
     "linear_tf32": linear_tf32,
     "linear_tf32x3": linear_tf32x3,
     "linear_bf16x3": linear_bf16x3,
+    "add_rms_norm": add_rms_norm,
 }
 SOUNDNESS_FAMILIES = ("normal", "shifted_mean", "heavy_tailed", "scaled", "constant_rows", "pow2_grid")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -61,6 +72,9 @@ def make_inputs(program: str, dtype, rows: int, cols: int, family: str, scale_ex
     if program in ("rms_norm_llama", "rms_norm_gemma"):
         w = fill((cols,), "normal", seed + 1, dtype=dt).float().mul(0.1).add(1).to(dt)
         return (x, w)
+    if program == "add_rms_norm":
+        w = fill((cols,), "normal", seed + 1, dtype=dt).float().mul(0.1).add(1).to(dt)
+        return (x, fill((rows, cols), family, seed + 3, scale_exp=k, dtype=dt), w)
     if program == "layer_norm":
         w = fill((cols,), "normal", seed + 1, dtype=dt).float().mul(0.1).add(1).to(dt)
         b = fill((cols,), "normal", seed + 2, dtype=dt).float().mul(0.1).to(dt)
