@@ -115,3 +115,19 @@ def test_a_users_fused_add_norm_kernel_accepted_and_its_faults_rejected(monkeypa
     inputs, _ = U.example(0, torch.bfloat16, "normal", 4, 64)
     report = check_plan(U.op, "correct", inputs, {})
     assert report.ok, report.summary() + "".join(f"\n{d.message}" for d in report.disagreements)
+
+
+def test_slices_reshapes_and_magnitudes_of_known_values_are_known():
+    @no.reference
+    def halves(x, r):
+        n = x.shape[-1] // 2
+        return (abs(x[:, :n]) + r.reshape(x.shape[0], n)).to(fp32)
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 64, generator=g).to(torch.bfloat16)
+    r = torch.randn(3 * 32, generator=g).to(torch.bfloat16)
+    o = no.check(halves, torch.zeros(3, 32), (x, r), mode="fixed").outputs[0]
+    want = F.round(x[:, :32].double().abs() + r.reshape(3, 32).double(), bf16)
+    normal = want.abs() >= bf16.min_normal
+    assert bool(normal.all())
+    assert torch.equal(o.lo, want) and torch.equal(o.hi, want)

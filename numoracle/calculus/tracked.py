@@ -418,8 +418,8 @@ class Tracked:
         # None), what an add that Triton folds into the dot's accumulator adds (_folded_into_dot)
         self.dot_fold = None
         # a value the kernel is given exactly (an input, a runtime argument, an exact constant),
-        # perhaps widened or negated: a sum of two such is decided (_binary).  The emulator
-        # marks the same values (selftest.emulator.Emulated.known)
+        # perhaps widened, negated, its magnitude taken, sliced or reshaped: a sum of two such is
+        # decided (_binary).  The emulator marks at least these (selftest.emulator.Emulated.known)
         self.known = False
 
     # ---- basics
@@ -696,7 +696,9 @@ class Tracked:
             # where the sign is unknown, |x~| differs from |c| + e by at most 2|c| <= 2R
             fm = FM.add_det(fm, self.ctx.label("abs near zero"),
                             torch.where(unknown, 2 * R, torch.zeros_like(R)), self.ctx.condensed)
-        return Tracked(self.c.abs(), self.fmt, fm, self.ctx, repr_fmt=self.repr_fmt, taint=self.taint)
+        t = Tracked(self.c.abs(), self.fmt, fm, self.ctx, repr_fmt=self.repr_fmt, taint=self.taint)
+        t.known = self.known
+        return t
 
     def abs(self):
         return self.__abs__()
@@ -1335,7 +1337,9 @@ def _index(x: Tracked, op, what: str) -> Tracked:
                for e in x.form.private]
     det = {k: op(v.expand(full)) for k, v in x.form.det.items()}
     taint = None if x.taint is None else op(x.taint.expand(full))
-    return Tracked(c, x.fmt, FM.Form(shared, private, det), ctx, repr_fmt=x.repr_fmt, taint=taint)
+    t = Tracked(c, x.fmt, FM.Form(shared, private, det), ctx, repr_fmt=x.repr_fmt, taint=taint)
+    t.known = x.known
+    return t
 
 
 def cat(xs, axis: int = -1) -> Tracked:

@@ -126,9 +126,9 @@ class Emulated:
         self.site = site
         # a tensor-core dot as a function of its accumulator's start, for an add folded into it
         self.dot = dot
-        # a value the kernel is given (an input, a runtime argument, a constant), perhaps widened
-        # or negated: at least every value the calculus calls known (calculus.tracked), whose
-        # sums it settles, so such sums round to nearest in every plan
+        # a value the kernel is given (an input, a runtime argument, a constant), or one taken
+        # from such without rounding (_wrap): at least every value the calculus calls known
+        # (calculus.tracked), whose sums it settles, so such sums round to nearest in every plan
         self.known = known
 
     format = property(lambda self: self.fmt)
@@ -136,7 +136,8 @@ class Emulated:
     ndim = property(lambda self: self.v.ndim)
 
     def _wrap(self, v, fmt=None, prod=None, pre=None):
-        return Emulated(v, fmt or self.fmt, self.plan, prod, pre)
+        # v taken from self without rounding (a widening, sign, slice, reshape): as known as self
+        return Emulated(v, fmt or self.fmt, self.plan, prod, pre, known=self.known)
 
     def _rounded(self, exact: Tensor, fmt, prod=None) -> "Emulated":
         return Emulated(round_site(self.plan, exact, fmt), fmt, self.plan, prod, pre=exact, site="arith")
@@ -166,7 +167,6 @@ class Emulated:
         if _subset(self.fmt, fmt):
             w = self._wrap(self.v, fmt)
             w.dot = self.dot if fmt is self.fmt else None
-            w.known = self.known
             return w
         return self._cast(self.v, fmt)
 
@@ -201,10 +201,7 @@ class Emulated:
     def __rmul__(self, o): return self._binary(o, "mul", True)
     def __truediv__(self, o): return self._binary(o, "div")
     def __rtruediv__(self, o): return self._binary(o, "div", True)
-    def __neg__(self):
-        w = self._wrap(-self.v, prod=None if self.prod is None else -self.prod)
-        w.known = self.known
-        return w
+    def __neg__(self): return self._wrap(-self.v, prod=None if self.prod is None else -self.prod)
     def __abs__(self): return self._wrap(self.v.abs())
     def abs(self): return self.__abs__()
     def __gt__(self, o): return self.v > self._coerce(o).v
