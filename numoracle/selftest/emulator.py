@@ -397,11 +397,13 @@ def mean(x: Emulated, axis=-1, keepdims=False, order="any", acc=None):
 
 
 def max(x: Emulated, axis=-1, keepdims=False):
-    return x._wrap(x.v.amax(dim=axis, keepdim=keepdims))
+    # the calculus does not call a reduction's result known: its sums keep their one-way roundings
+    return Emulated(x.v.amax(dim=axis, keepdim=keepdims), x.fmt, x.plan)
 
 
 def min(x: Emulated, axis=-1, keepdims=False):
-    return x._wrap(x.v.amin(dim=axis, keepdim=keepdims))
+    # the calculus does not call a reduction's result known: its sums keep their one-way roundings
+    return Emulated(x.v.amin(dim=axis, keepdim=keepdims), x.fmt, x.plan)
 
 
 def where(cond, a, b):
