@@ -403,7 +403,7 @@ class Tracked:
                  "known")
     __array_priority__ = 1000
 
-    def __init__(self, c, fmt, form, ctx, *, repr_fmt=None, taint=None, pre=None):
+    def __init__(self, c, fmt, form, ctx, *, repr_fmt=None, taint=None, pre=None, known=False):
         self.c = c
         self.fmt = fmt
         self.repr_fmt = repr_fmt or fmt
@@ -420,7 +420,7 @@ class Tracked:
         # a value the kernel is given exactly (an input, a runtime argument, an exact constant),
         # perhaps widened, negated, its magnitude taken, sliced or reshaped: a sum of two such is
         # decided (_binary).  The emulator marks at least these (selftest.emulator.Emulated.known)
-        self.known = False
+        self.known = known
 
     # ---- basics
     @property
@@ -459,9 +459,8 @@ class Tracked:
         if err:
             fm = FM.add_det(fm, self.ctx.label(f"constant {v!r} in {fmt}"),
                             torch.tensor(err, dtype=torch.float64, device=self.c.device), self.ctx.condensed)
-        t = Tracked(c, fmt, fm, self.ctx)
+        t = Tracked(c, fmt, fm, self.ctx, known=not err)
         t.k = v
-        t.known = not err
         return t
 
     def _coerce(self, other) -> "Tracked":
@@ -486,10 +485,8 @@ class Tracked:
                 f"cannot combine a tracked {self.fmt} tensor with a {v.dtype} torch tensor: "
                 f"convert it to the float dtype the kernel receives it in first "
                 f"(for a count passed as a Python float: .to(torch.float32)).")
-        t = Tracked(v.to(device=self.c.device, dtype=torch.float64), F.from_dtype(v.dtype),
-                    FM.Form(), self.ctx)
-        t.known = True
-        return t
+        return Tracked(v.to(device=self.c.device, dtype=torch.float64), F.from_dtype(v.dtype),
+                       FM.Form(), self.ctx, known=True)
 
     # ---- rounding sites
     def _round(self, fmt: F.Format, what: str, scaled: Tensor | None = None,
@@ -524,7 +521,7 @@ class Tracked:
                 # c is a value of fmt, is the result inside fmt's normal range (subnormal and
                 # out-of-range results keep their terms, as a settled cast's do)
                 rc = F.round_within_range(c, fmt)
-                inside = ok & (c.abs() <= fmt.max_finite)
+                inside = c.abs() <= fmt.max_finite
                 decided = zero_r & inside & (c.abs() >= fmt.min_normal)
                 exact = decided | (zero_r & (((rc == c) & inside) | (c.abs() == math.inf)))
                 c = torch.where(decided, rc, c)
@@ -567,10 +564,9 @@ class Tracked:
             # no rounding: the value (and the rounding that made it, for the
             # rounding-interval check of an output) stay what they were
             t = Tracked(self.c, fmt, self.form, self.ctx, repr_fmt=self.repr_fmt, taint=self.taint,
-                        pre=self.pre if fmt == self.fmt else None)
+                        pre=self.pre if fmt == self.fmt else None, known=self.known)
             if fmt == self.fmt:
                 t.dot_fold = self.dot_fold     # a no-op cast: Triton still folds an add into the dot
-            t.known = self.known
             return t
         return self._round(fmt, f"round to {fmt} (.to)", settle=True)
 
@@ -681,10 +677,8 @@ class Tracked:
     def __rtruediv__(self, o): return self._binary(o, "div", reverse=True)
 
     def __neg__(self):
-        t = Tracked(-self.c, self.fmt, FM.scale(self.form, -1.0), self.ctx,
-                    repr_fmt=self.repr_fmt, taint=self.taint)
-        t.known = self.known
-        return t
+        return Tracked(-self.c, self.fmt, FM.scale(self.form, -1.0), self.ctx,
+                       repr_fmt=self.repr_fmt, taint=self.taint, known=self.known)
 
     def __abs__(self):
         # |x| is 1-Lipschitz; where the sign is known it is +-x exactly
@@ -696,9 +690,8 @@ class Tracked:
             # where the sign is unknown, |x~| differs from |c| + e by at most 2|c| <= 2R
             fm = FM.add_det(fm, self.ctx.label("abs near zero"),
                             torch.where(unknown, 2 * R, torch.zeros_like(R)), self.ctx.condensed)
-        t = Tracked(self.c.abs(), self.fmt, fm, self.ctx, repr_fmt=self.repr_fmt, taint=self.taint)
-        t.known = self.known
-        return t
+        return Tracked(self.c.abs(), self.fmt, fm, self.ctx, repr_fmt=self.repr_fmt, taint=self.taint,
+                       known=self.known)
 
     def abs(self):
         return self.__abs__()
@@ -898,9 +891,7 @@ def full_like(x: "Tracked", value, fmt=None) -> "Tracked":
     if math.isinf(rv):
         x.ctx.infinities = True
     c = torch.full(x.c.shape, rv, dtype=torch.float64, device=x.c.device)
-    t = Tracked(c, fmt, FM.Form(), x.ctx)
-    t.known = True
-    return t
+    return Tracked(c, fmt, FM.Form(), x.ctx, known=True)
 
 
 def _fmt_arg(fmt) -> F.Format:
@@ -1337,9 +1328,8 @@ def _index(x: Tracked, op, what: str) -> Tracked:
                for e in x.form.private]
     det = {k: op(v.expand(full)) for k, v in x.form.det.items()}
     taint = None if x.taint is None else op(x.taint.expand(full))
-    t = Tracked(c, x.fmt, FM.Form(shared, private, det), ctx, repr_fmt=x.repr_fmt, taint=taint)
-    t.known = x.known
-    return t
+    return Tracked(c, x.fmt, FM.Form(shared, private, det), ctx, repr_fmt=x.repr_fmt, taint=taint,
+                   known=x.known)
 
 
 def cat(xs, axis: int = -1) -> Tracked:

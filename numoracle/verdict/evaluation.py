@@ -128,9 +128,7 @@ def run_reference(program, inputs, params, profile, condensed=True, nonfinite="e
             taint = bad
             v = torch.where(bad, torch.zeros_like(v), v)
             policy = NONFINITE_POLICY_TEXT
-        t = Tracked(v, fmt, FM.Form(), ctx, taint=taint)
-        t.known = True
-        args.append(t)
+        args.append(Tracked(v, fmt, FM.Form(), ctx, taint=taint, known=True))
     if traced:
         policy = any_of(torch.stack(any_bad)) if any_bad else None
         return outputs_list(program.fn(*args, **params)), ctx, policy

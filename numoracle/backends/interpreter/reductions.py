@@ -87,7 +87,6 @@ def install_reduce_hooks() -> None:
     state.hooks.add("reduce")
 
 
-
 def _last(nanarg):
     """``nanarg`` (``np.nanargmax`` or ``np.nanargmin``) taking the last of equal values."""
     def index(data, axis=None, keepdims=False):
