@@ -138,3 +138,28 @@ def test_every_public_function_says_what_it_does():
     bare = [name for name in numoracle.__all__
             if callable(getattr(numoracle, name)) and not (getattr(numoracle, name).__doc__ or "").strip()]
     assert not bare, f"public callables without a docstring: {bare}"
+
+
+def test_importing_a_submodule_never_replaces_a_public_function():
+    """Python binds a submodule to its package's attribute of the same name when it is first
+    imported: a module ``plan/skeleton.py`` imported lazily by the function ``plan.skeleton``
+    replaced that function after its first call."""
+    import subprocess
+    import sys
+    script = (
+        "import importlib, pkgutil, types, sys, numoracle\n"
+        "def functions():\n"
+        "    return {f'{p}.{n}' for p, m in list(sys.modules.items()) if p.startswith('numoracle')\n"
+        "            for n in getattr(m, '__all__', ()) if not isinstance(getattr(m, n, None), types.ModuleType)}\n"
+        "found = list(pkgutil.walk_packages(numoracle.__path__, 'numoracle.'))\n"
+        "for m in found:\n"
+        "    if m.ispkg:\n"
+        "        importlib.import_module(m.name)\n"
+        "before = functions()\n"
+        "for m in found:\n"
+        "    if not m.name.endswith('__main__'):\n"
+        "        importlib.import_module(m.name)\n"
+        "print(len(before), sorted(before - functions()))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT.parent, check=True)
+    count, replaced = out.stdout.split(" ", 1)
+    assert int(count) > 100 and replaced.strip() == "[]", out.stdout

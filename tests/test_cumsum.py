@@ -60,7 +60,7 @@ def test_the_plan_pairs_the_kernels_scan_with_the_prefix_sum():
     r = check_plan(scan_fp32, scan, [x], {})
     assert r.ok, r.explain()
     # the skeleton writes the scan as no.cumsum
-    from numoracle.plan.skeleton import skeleton
+    from numoracle.plan import skeleton
     text = skeleton(scan_fp32, scan, [x], name="scan_plan")
     assert "no.cumsum(x.to(fp32), axis=-1)" in text and "TODO" not in text, text
     # a reference with no sum at all disagrees

@@ -433,7 +433,7 @@ def test_an_accepted_verdict_shows_its_most_contested_choice_and_the_runner_up()
 @pytest.mark.parametrize("left", [True, False])
 def test_the_skeleton_reads_a_kernel_s_argmax_and_its_tie_rule(left):
     from numoracle import backends
-    from numoracle.plan.skeleton import skeleton
+    from numoracle.plan import skeleton
     backends.select("interpreter")
     from tests.fixtures import user_router as U
 

@@ -101,7 +101,7 @@ def run(args) -> int:
         if args.intended is None or args.compare is None:
             raise InvalidArgument("--compare and --intended go together: the reference to compare and the "
                                   "float64 function of the intended math.")
-        from ..plan.skeleton import compare_centre
+        from ..plan import compare_centre
         rep = compare_centre(_import(args.compare, "--compare"), _import(args.intended, "--intended"), inputs,
                              params, profile=args.profile)
         if args.json:
@@ -111,7 +111,7 @@ def run(args) -> int:
         return 0 if rep.ok else 1
     fn, kname = resolve(op, args.kernel)
     if args.skeleton is not None:
-        from ..plan.skeleton import skeleton
+        from ..plan import skeleton
         text = skeleton(op, fn, inputs, params, name=args.name, arch=args.arch)
         to_stdout = args.skeleton == "-"
         if to_stdout and not args.json:

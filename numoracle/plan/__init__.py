@@ -66,11 +66,11 @@ def check_plan(op_or_reference, kernel, inputs, params=None, *, arch=None, profi
 
 
 def skeleton(*args, **kwargs):
-    from .skeleton import skeleton as _skeleton
+    from ._skeleton import skeleton as _skeleton
     return _skeleton(*args, **kwargs)
 
 
 def compare_centre(*args, **kwargs):
-    from .skeleton import compare_centre as _compare
+    from ._skeleton import compare_centre as _compare
     return _compare(*args, **kwargs)
 
