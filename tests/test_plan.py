@@ -301,6 +301,31 @@ def test_exp_and_exp2_of_x_log2e_are_one_function_exp2_alone_is_another():
     assert d.kind == "function" and "exp2" in d.message and "log2(e)" in d.message
 
 
+@no.reference
+def capped_ref(x, *, way="tanh"):
+    t = no.tanh(x.to(fp32))
+    return (no.exp(t) + t).to(x.format)
+
+
+@no.reference
+def capped_ref_without_tanh(x, *, way="tanh"):
+    t = x.to(fp32)
+    return (no.exp(t) + t).to(x.format)
+
+
+def test_a_function_on_one_side_only_says_which_side_lacks_it():
+    x = torch.randn(200).to(torch.bfloat16)
+    assert check_plan(capped_ref, PK.capped_exp, [x], {}).ok
+    # tanh built from a sigmoid: the kernel's other function (exp) is the reference's too
+    (d,) = check_plan(capped_ref, PK.capped_exp, [x], {"way": "sigmoid"}).disagreements
+    assert d.kind == "function" and d.message.startswith(
+        "the reference has tanh, which the kernel never calls: it builds the value from other operations"), d.message
+    assert d.reference and not d.kernel
+    (d,) = check_plan(capped_ref_without_tanh, PK.capped_exp, [x], {}).disagreements
+    assert d.message == "the kernel computes tanh, which the reference does not have" and d.kernel
+    assert check_plan(capped_ref_without_tanh, PK.capped_exp, [x], {"way": "none"}).ok
+
+
 def test_a_truncating_cast_is_flagged():
     x = torch.randn(200).to(torch.bfloat16)
     r = check_plan(scaled_exp_ref, PK.scaled_exp, [x], {"rounding": "rtz"})

@@ -6,6 +6,7 @@ without a test module's set-up."""
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 LOG2E = tl.constexpr(1.4426950408889634)
 
@@ -85,6 +86,27 @@ def scaled_exp(x, *, s=0.5, rounding="rtne", exp="exp"):
     y = torch.empty_like(x)
     n = x.numel()
     scale_kernel[(triton.cdiv(n, 128),)](x, y, n, S=s, ROUND=rounding, EXP=exp, BLOCK=128)
+    return y
+
+
+@triton.jit
+def capped_kernel(x_ptr, y_ptr, n, WAY: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0.0).to(tl.float32)
+    if WAY == "tanh":
+        t = libdevice.tanh(x)
+    elif WAY == "sigmoid":
+        t = 2 * tl.sigmoid(2 * x) - 1
+    else:
+        t = x
+    tl.store(y_ptr + offs, (tl.exp(t) + t).to(tl.bfloat16), mask=m)
+
+
+def capped_exp(x, *, way="tanh"):
+    """exp(t) + t of t = tanh(x): through libdevice, built from a sigmoid, or with t = x."""
+    y = torch.empty_like(x)
+    capped_kernel[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), WAY=way, BLOCK=128)
     return y
 
 

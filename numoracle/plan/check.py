@@ -302,10 +302,18 @@ def compare_output(i: int, cones: list, items: dict, prof: dict, out_fmt: str | 
                                               "models the default division (covered by its bound)",
                                   _kpos(extra.pop("div_rn")), [], [i], "note"))
     if extra or missing:
-        kdesc = ", ".join(sorted(extra)) or "no other function"
-        rdesc = ", ".join(sorted(missing)) or "no other function"
+        kdesc, rdesc = ", ".join(sorted(extra)), ", ".join(sorted(missing))
+        if not extra:
+            # the kernel's other functions all appear in the reference too: it builds this value
+            # from operations (tanh from a sigmoid, say) whose errors the reference does not model
+            what = (f"the reference has {rdesc}, which the kernel never calls: it builds the value from other "
+                    f"operations (write the reference the same way) or leaves it out")
+        elif not missing:
+            what = f"the kernel computes {kdesc}, which the reference does not have"
+        else:
+            what = f"the kernel computes {kdesc} where the reference has {rdesc}"
         found.append(Disagreement(
-            "function", f"the kernel computes {kdesc} where the reference has {rdesc}" + _function_hint(extra, missing),
+            "function", what + _function_hint(extra, missing),
             _kpos([s for k in sorted(extra) for s in extra[k]]), _rpos([s for k in sorted(missing) for s in missing[k]]),
             [i]))
 
