@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import numoracle as no
+from numoracle.errors import LanguageMisuse
 from numoracle.formats import bf16, fp32
 
 X = torch.tensor([[-3.0, -0.5, 0.0, 0.25, 1.0, 2.5, 3.0, 3.453125]], dtype=torch.float32)
@@ -116,6 +117,29 @@ def test_python_sum_and_iteration_raise_pointing_to_reductions():
         a, = x
         return a
     raises(unpack, "cannot be iterated")
+
+
+def test_a_mask_or_a_tracked_value_as_an_index_raises_pointing_to_where_and_gather():
+    # before: torch's "Multiple dispatch failed ... Cond", reported as inputs the program cannot run on
+    @no.reference
+    def positives(x):
+        return x[x > 0]
+    raises(positives, "indexed by a comparison of tracked values", "no.where(cond, x, 0.0)", exc=LanguageMisuse)
+
+    @no.reference
+    def some_columns(x):
+        return x[:, x[0] > 0]
+    raises(some_columns, "(a mask of shape (8,))", exc=LanguageMisuse)
+
+    @no.reference
+    def by_values(x):
+        return x[0, x]
+    raises(by_values, "indexed by tracked values", "no.gather(x, ids, axis)", exc=LanguageMisuse)
+
+    @no.reference
+    def by_integers(x):                 # a plain index tensor and a plain mask still index
+        return x[:, torch.tensor([1, 0])][:, torch.tensor([True, False])]
+    assert statuses(by_integers, (X,), (X[:, 1:2],)) == {"statistical": "accept", "fixed": "accept"}
 
 
 @pytest.mark.parametrize("conv, needle", [

@@ -822,6 +822,19 @@ class Tracked:
 
     # ---- indexing and shape
     def __getitem__(self, idx):
+        for i in idx if isinstance(idx, tuple) else (idx,):
+            if isinstance(i, Cond):
+                raise LanguageMisuse(
+                    f"a tracked tensor (shape {tuple(self.shape)}) was indexed by a comparison of tracked values "
+                    f"(a mask of shape {i.shape}): that keeps the elements where the reference's centre answers "
+                    f"True, but the kernel's values may answer differently, and the result's shape would depend on "
+                    f"it. Keep the shape and select per element: no.where(cond, x, 0.0), and reduce that "
+                    f"(no.sum(no.where(cond, x, 0.0), axis=-1)) for a sum over the selected elements.")
+            if isinstance(i, Tracked):
+                raise LanguageMisuse(
+                    f"a tracked tensor (shape {tuple(self.shape)}) was indexed by tracked values ({i.fmt}, shape "
+                    f"{tuple(i.shape)}): a tracked value is not an index. Indices come from an integer input (pass "
+                    f"labels or positions as an integer tensor), no.argmax or no.topk; select with them by no.gather(x, ids, axis).")
         return _index(self, lambda t: t[idx], "slice")
 
     def reshape(self, *shape):
