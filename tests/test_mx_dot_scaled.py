@@ -10,7 +10,14 @@ import sys
 import pytest
 import torch
 
-from numoracle.operators.kernels.mx_matmul import dot_scaled_refusal
+from numoracle.backends import select
+
+# the kernel module is decorated for the backend chosen when it is first imported: choose the
+# interpreter first, as the modules that launch its kernels do (run before them, this import
+# left them GPU kernels on a machine without one)
+select("interpreter")
+
+from numoracle.operators.kernels.mx_matmul import dot_scaled_refusal  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 E4M3_ONE, NEG_ZERO = 0x38, 0x80
