@@ -95,6 +95,8 @@ def test_uncertified_when_a_site_may_overflow():
 @pytest.mark.parametrize("bad, match", [
     (dict(outputs=torch.zeros(4, 63, dtype=torch.bfloat16)), "has shape \\(4, 63\\) but rms_norm_llama produces \\(4, 64\\)"),
     (dict(outputs=torch.zeros(4, 64, dtype=torch.float32)), "is fp32 but rms_norm_llama stores it in bf16"),
+    (dict(outputs=torch.zeros(4, 64, dtype=torch.int16)), "is int16 but rms_norm_llama stores it in bf16"),
+    (dict(outputs=torch.zeros(4, 64, dtype=torch.uint8)), "is uint8 but rms_norm_llama stores it in bf16"),
     (dict(outputs=(torch.zeros(4, 64, dtype=torch.bfloat16),) * 2), "returns 1 output\\(s\\) but 2 were given"),
     (dict(mode="exact"), "mode='exact': expected 'statistical' or 'fixed'"),
     (dict(backend="tpu"), "backend='tpu': expected one of"),

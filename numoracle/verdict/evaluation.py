@@ -297,7 +297,14 @@ def decode_outputs(ev: Evaluation, kernel_outs) -> list:
         else:
             if not isinstance(y, torch.Tensor):
                 raise InvalidArgument(f"output {name} is a {type(y).__name__}; expected a torch tensor.")
-            yfmt = fmt if y.dtype == torch.uint8 and fmt.torch_dtype is None else F.of(y)
+            if y.dtype == torch.uint8 and fmt.torch_dtype is None:
+                yfmt = fmt
+            elif not y.is_floating_point():
+                raise InvalidArgument(
+                    f"output {name} is {str(y.dtype).replace('torch.', '')} but {program.name} stores it in {fmt}; "
+                    f"check the kernel's output dtype or the reference's final cast.")
+            else:
+                yfmt = F.of(y)
         if isinstance(y, torch.Tensor):
             _check_tensor(f"output {name}", y)
         if yfmt is not fmt:
