@@ -23,6 +23,12 @@ class LanguageMisuse(InvalidArgument):
     the reference language's spelling.  Raised as it is, never re-worded as a bad input."""
 
 
+class NotImportable(InvalidArgument):
+    """A user module named by a flag or a saved case (``package.module:attribute``) does not
+    import in this process: it, or a module it imports, is not on the path here.  The name may
+    be right where the case was saved (a replay says "cannot be replayed here", not "corrupt")."""
+
+
 class MisspelledMethod(LanguageMisuse, AttributeError):
     """A torch-style method a tracked tensor does not have (``x.exp()``): an AttributeError too,
     so that ``hasattr`` and ``getattr(x, name, default)`` keep working."""

@@ -684,6 +684,9 @@ LOADS = {"op_unknown", "operator_module_missing", "operator_not_an_operator", "o
          "output_other_shape_in_both_saved_outputs", "outputs_none_saved_outputs_asked", "labels_out_of_range", "labels_negative",
          "labels_far_out_of_range", "labels_float", "labels_other_length", "kernel_module_syntax_error",
          "kernel_module_raises_at_import", "finding_error_kernel_gone", "finding_reject_with_wrong_shape_outputs"}
+# sound cases this process cannot run (a module not importable from here, a backend this machine
+# lacks): "cannot be replayed here", not "corrupt", still exit 2
+HERE = {"operator_module_missing", "backend_gpu_without_cuda", "finding_error_kernel_gone"}
 # replay finds these against the operator before reading inputs.npz; corpus.load, which knows
 # no operator, finds the arrays case.json does not declare: (the file, what it says)
 LOAD_SAYS = {"inputs_empty": (NPZ, "holds 'input0.npy', which case.json does not declare"),
@@ -750,6 +753,7 @@ def test_every_corrupt_case_is_reported_and_the_others_replay(k, case_copy, caps
     text = json.dumps({x: v for x, v in r.items() if x != "verdicts"})
     assert "Traceback" not in text and 'File "' not in text
     assert r["status"] == k.status, r.get("reason") or r.get("note")
+    assert r.get("here", False) == (k.name in HERE), (k.name, r.get("reason"))
     if k.status == "corrupt":
         reason = r["reason"]
         assert k.file in reason and k.says in reason, reason
@@ -807,7 +811,9 @@ def _through_the_command_line(k, path, r, capsys):
     mine = [line for line in lines if line.startswith(f"{shown}:")]
     assert len(mine) == 1 and lines[-1].startswith("1 case(s): "), out
     if k.status == "corrupt":
-        assert mine[0] == f"{shown}: corrupt: {r['reason']}".encode("utf-8", "backslashreplace").decode(), mine
+        said = "cannot be replayed here" if k.name in HERE else "corrupt"
+        assert mine[0] == f"{shown}: {said}: {r['reason']}".encode("utf-8", "backslashreplace").decode(), mine
+        assert lines[-1] == f"1 case(s): 1 {'not replayable here' if k.name in HERE else 'corrupt'}", lines[-1]
     else:
         assert mine[0].startswith(f"{shown}: {k.status}"), mine
 
@@ -990,7 +996,8 @@ def test_python_m_numoracle_replay_over_every_kind_at_once(saved, tmp_path):
         if k.name == "case_dir_empty":
             continue
         mine = [line for line in lines if line.startswith(f"{corpora / k.name}/")]
-        assert len(mine) == 1 and f": {k.status}" in mine[0], (k.name, mine)
+        said = "cannot be replayed here" if k.name in HERE else k.status
+        assert len(mine) == 1 and f": {said}" in mine[0], (k.name, mine)
         if k.status == "corrupt":
             assert k.file in mine[0] and k.says in mine[0], (k.name, mine)
     n = sum(k.name != "case_dir_empty" for k in kinds)

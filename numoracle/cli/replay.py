@@ -1,6 +1,7 @@
 """``numoracle replay PATH...``: re-judge saved corpus cases in both modes: one line per case
 (every case, whatever the others give) and the worst status as the exit code (0 ok, 1
-reproduced, 2 corrupt or a path holding no case); ``--json``: one JSON document."""
+reproduced, 2 corrupt, not replayable here, or a path holding no case); ``--json``: one JSON
+document, a case that is sound but cannot run here marked ``"here": true``."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def _shown(text: str) -> str:
 
 def _line(r) -> str:
     if r["status"] == "corrupt":
-        return _shown(f"{r['path']}: corrupt: {r['reason']}")
+        return _shown(f"{r['path']}: {'cannot be replayed here' if r.get('here') else 'corrupt'}: {r['reason']}")
     st = r["statuses"]
     saved = r.get("saved_statuses", {})
     line = (f"{r['path']}: {r['status']}"
@@ -90,7 +91,8 @@ def run(args) -> int:
     if args.json:
         common.emit_json(args, [{k: v for k, v in r.items() if k != "verdicts"} for r in problems + results])
     else:
-        counts = {s: sum(r["status"] == s for r in results) for s in STATUSES}
+        counts = {s: sum(r["status"] == s and not r.get("here") for r in results) for s in STATUSES}
+        counts["not replayable here"] = sum(bool(r.get("here")) for r in results)
         print(f"{len(results)} case(s): " + (", ".join(f"{n} {s}" for s, n in counts.items() if n) or "none")
               + (f"; {len(problems)} path(s) holding no case" if problems else ""))
         first = next((r for r in results if r["verdicts"] and r["reproduced"]), None)

@@ -10,7 +10,7 @@ import os
 import sys
 import traceback
 
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, NotImportable
 
 
 def is_import_spec(spec: str) -> bool:
@@ -56,10 +56,10 @@ def _import(spec: str, mod: str, cwd: str, label: str | None = None, expected: s
     except ImportError as exc:
         missing = getattr(exc, "name", None)
         if missing and mod != missing and not mod.startswith(missing + "."):
-            raise InvalidArgument(f"{label}: {mod} imports {missing!r}, which cannot be imported "
+            raise NotImportable(f"{label}: {mod} imports {missing!r}, which cannot be imported "
                                   f"({exc}){_where(exc)}; install it or fix the import.") from None
-        raise InvalidArgument(f"{label}: cannot import it ({exc}); expected {expected} "
-                              f"importable from the current directory ({cwd}).") from None
+        raise NotImportable(f"{label}: cannot import it ({exc}); expected {expected} "
+                            f"importable from the current directory ({cwd}).") from None
     except (Exception, SystemExit) as exc:
         what = f"SystemExit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
         raise InvalidArgument(f"{label}: importing {mod} raised {what}{_where(exc)}, in the module's own "

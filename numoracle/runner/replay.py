@@ -30,7 +30,7 @@ from pathlib import Path
 from .. import backends, operators
 from ..check import evaluate
 from ..corpus import ARRAYS_FILE, load, read_meta
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, NotImportable
 from ..verdict.evaluation import check_params, outputs_list
 from .execute import execute
 from .kernels import resolve
@@ -46,7 +46,8 @@ def replay(path, *, kernel=None, backend=None, saved_outputs: bool = False, time
            isolate=None) -> dict:
     """Re-run and re-judge one saved case in both modes: a dict with ``status`` ("ok",
     "reproduced": a reject in either mode, a kernel failure, or non-finite outputs;
-    "corrupt": the case cannot be replayed, with the ``reason`` naming the file), ``passes``
+    "corrupt": the case cannot be replayed, with the ``reason`` naming the file, and ``here``
+    true where the case is sound but cannot run in this process or on this machine), ``passes``
     (what the case's ``expect`` asks: accepted for a bug to fix, rejected for an oracle
     regression case), each mode's verdict, and a ``note`` on what ran.  ``isolate``: run the
     kernel in the supervised worker process (default ``settings.isolate``, and always for a
@@ -86,7 +87,7 @@ def _replay(path, kernel, backend, saved_outputs, timeout, isolate) -> dict:
         op = operators.resolve(opspec)
     except InvalidArgument as exc:
         return corrupt(path, f"{cj}: its operator {opspec!r} cannot be found: {exc}{_import_hint(path, opspec)}",
-                       **base)
+                       here=isinstance(exc, NotImportable), **base)
     except (Exception, SystemExit) as exc:      # the case names a module whose import fails
         what = f"SystemExit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
         return corrupt(path, f"{cj}: importing its operator {opspec!r} raised {what}; fix the module or the "
@@ -116,7 +117,8 @@ def _replay(path, kernel, backend, saved_outputs, timeout, isolate) -> dict:
     try:
         chosen_backend = backends.select(backend or meta["backend"])
     except InvalidArgument as exc:
-        return corrupt(path, f"{cj}: records backend {meta['backend']!r}, which cannot run here: {exc}", **base)
+        return corrupt(path, f"{cj}: records backend {meta['backend']!r}, which cannot run here: {exc}", here=True,
+                       **base)
     dev = chosen_backend.device
     inputs = tuple(t.to(dev) for t in c.inputs)
     outs = tuple(t.to(dev) for t in c.outputs)
@@ -134,19 +136,19 @@ def _replay(path, kernel, backend, saved_outputs, timeout, isolate) -> dict:
     note, ran = "saved outputs re-judged", False
     chosen = kernel if kernel is not None else (None if saved_outputs else spec)
     if chosen is not None:
-        failure = None
+        failure, here = None, False
         try:
             kfn, kname = resolve(op, chosen)
         except InvalidArgument as exc:
-            failure = f"{exc}{_import_hint(path, chosen)}"
+            failure, here = f"{exc}{_import_hint(path, chosen)}", isinstance(exc, NotImportable)
         except (Exception, SystemExit) as exc:   # a registered kernel's module failing to import
             failure = f"importing it raised {type(exc).__name__}: {exc}"
         if failure is not None:
             if kernel is not None:
-                return corrupt(path, f"the kernel {kernel!r} cannot be imported: {failure}", **base)
+                return corrupt(path, f"the kernel {kernel!r} cannot be imported: {failure}", here=here, **base)
             if not outs:
                 return corrupt(path, f"{cj}: the case saved no outputs and its kernel {spec!r} cannot be "
-                                      f"imported: {failure}", **base)
+                                      f"imported: {failure}", here=here, **base)
             note = f"saved outputs re-judged: the kernel cannot be imported ({failure})"
         else:
             if isolate is None and finding is not None and finding["status"] == "crash":
@@ -227,9 +229,11 @@ def _import_hint(path, spec: str) -> str:
     return ""
 
 
-def corrupt(path, reason: str, **base) -> dict:
-    """The result of a case that cannot be replayed (``reason`` names the file and the problem)."""
-    return {"path": str(path), **base, "status": "corrupt", "passes": False, "reason": reason,
+def corrupt(path, reason: str, *, here: bool = False, **base) -> dict:
+    """The result of a case that cannot be replayed (``reason`` names the file and the problem).
+    ``here``: the case itself is sound but this process cannot run it (its operator or kernel
+    does not import from here, its backend is missing on this machine)."""
+    return {"path": str(path), **base, "status": "corrupt", "here": here, "passes": False, "reason": reason,
             "reproduced": False, "statuses": {}, "verdicts": {}, "kernel_ran": False}
 
 
