@@ -236,7 +236,6 @@ def test_dask_worker_killed_mid_run(client, serial, tmp_path, backend, allowed_f
 def test_dask_fuzz_units_merge_and_stream_corpus(client, tmp_path, backend):
     """Fuzz units of a faulty kernel: statistics merged per group, the shrunk
     counterexample's corpus case written on the client and replayable."""
-    from numoracle import corpus
     from numoracle.studies.executors.fuzz import fuzz_units, run_fuzz
     units = fuzz_units("rms_norm", "faulty:unrounded_multiply", backend, seeds=(0, 2), groups=["calibration"],
                        examples=4, max_rows=4, max_cols=64, shrink_seconds=5.0,

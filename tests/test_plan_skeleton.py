@@ -15,6 +15,7 @@ backends.select("interpreter")
 import numoracle as no  # noqa: E402
 from numoracle import operators  # noqa: E402
 from numoracle.cli import main  # noqa: E402
+from numoracle.formats import fp32  # noqa: E402
 from numoracle.studies.mutation.engine import _module_source, load_source, parse_spec  # noqa: E402
 from numoracle.studies.mutation.mutators import apply_site, enumerate_sites  # noqa: E402
 from numoracle.operators import pick_outputs  # noqa: E402

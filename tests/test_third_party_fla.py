@@ -10,7 +10,6 @@ import importlib.util
 import warnings
 
 import pytest
-import torch
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("fla") is None,
                                 reason="flash-linear-attention (fla-core) is not installed")

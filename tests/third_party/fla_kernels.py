@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import warnings
 
-import torch
 
 with warnings.catch_warnings():
     # fla warns that it found no GPU driver ("roll back to CPU"); its kernels still run
