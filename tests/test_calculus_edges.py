@@ -267,18 +267,32 @@ def test_bool_reductions_by_count_equal_any_and_all(shape):
 
 # -- a math call whose error is at least two fp32 ulps never lands on one fp32 value ---------
 
-def _library_result(c: float, r: float, a: float, b: float = 0.0, x_abs: float = 0.0, ftz: bool = False):
+def _library_result(c: float, r: float, a: float, b: float = 0.0, x_abs: float = 0.0, ftz: bool = False,
+                    cap: float | None = None):
     """``tracked._library_error``'s result for an exp call of error a + b |x| ulps (a profile
     of that one model) on centre c with the argument's propagated radius r; two elements, so
     that the value is not a per-row one."""
     from numoracle.calculus import form as FM
     from numoracle.calculus import tracked as TR
     from numoracle.mathlib import ErrorModel, MathProfile
-    ctx = TR.Context(profile=MathProfile("probe", {"exp": ErrorModel(a, b)}, ftz=ftz))
+    ctx = TR.Context(profile=MathProfile("probe", {"exp": ErrorModel(a, b, cap)}, ftz=ftz))
     cc = torch.full((2,), c, dtype=torch.float64)
     rr = torch.full((2,), r, dtype=torch.float64)
     t = TR.Tracked(cc, fp32, FM.add_det(FM.Form(), "argument", rr, True), ctx)
     return TR, TR._library_error(t, "exp", torch.full((2,), x_abs, dtype=torch.float64), "exp")
+
+
+def test_a_capped_growing_error_levels_off_at_its_cap():
+    # exp of centre 1.5 (no propagated error): 2 + 1.5|x| ulps, at most 90
+    for x_abs, ulps in ((0.0, 2.0), (10.0, 17.0), (100.0, 90.0), (1000.0, 90.0)):
+        TR, capped = _library_result(1.5, 0.0, 2.0, 1.5, x_abs, cap=90.0)
+        _, line = _library_result(1.5, 0.0, 2.0, 1.5, x_abs)
+        assert torch.allclose(capped.radius(), torch.full((2,), ulps * 2.0 ** -23, dtype=torch.float64)), x_abs
+        assert torch.allclose(line.radius(), torch.full((2,), (2.0 + 1.5 * x_abs) * 2.0 ** -23,
+                                                        dtype=torch.float64)), x_abs
+    from numoracle.mathlib import ErrorModel
+    assert TR._ulps_text(ErrorModel(2.0, 1.5, 90.0)) == "2+1.5|x| ulp, at most 90"
+    assert TR._ulps_text(ErrorModel(2.0, 1.5)) == "2+1.5|x| ulp"
 
 
 def _near_binade_ends():

@@ -10,6 +10,7 @@ import torch
 
 from numoracle import mathlib
 from numoracle.calculus.tracked import ulp_bound_fp32
+from numoracle.errors import InvalidArgument
 from numoracle.mathlib import calibrate as C
 
 # docs/facts.md, "Math library on an NVIDIA H200 (torch 2.11, Triton 3.6)": profile function ->
@@ -84,6 +85,45 @@ def test_fit_linear_covers_and_recovers_a_growing_error():
     flat = rng.uniform(0, 2.5, x.size)
     a, b = C.fit_linear(x, flat)
     assert np.all(flat <= a + b * x + 1e-9) and a + b * 88 <= 2.6
+
+
+def test_fit_linear_is_tightest_near_zero_and_a_cap_levels_the_far_end():
+    """ex2.approx(RN(x log2 e)): about |x| ulps up to |x| = 64, then level (the rounding of the
+    argument is a fixed fraction of its ulp).  The line is fitted where kernels' arguments lie
+    (near 0), the cap covers the far end; every point stays covered after the margin."""
+    rng = np.random.default_rng(5)
+    x = rng.uniform(0, 104, 200000)
+    err = np.minimum(2.0 + 0.95 * x, 64.0) * rng.uniform(0.3, 1.0, x.size)
+    a, b = C.fit_linear(x, err)
+    assert a <= 2.5 and 0.9 <= b <= 1.0, (a, b)
+    got = C.fit_function("exp", [(x, err)], "gpu", 0.25)
+    bound = got["bound"]
+    assert bound["cap"] == C._round_up(err.max() * 1.25) and bound["a"] <= 3.2, bound
+    m = mathlib.ErrorModel(bound["a"], bound["b"], bound["cap"])
+    assert np.all(err <= m.ulps(x))
+    assert m.ulps(1.0) < 5 and m.ulps(104.0) == bound["cap"]
+    # an error that keeps growing to the end of the range: the cap (if the rounded-up line
+    # passes it at all) levels nothing off
+    grow = C.fit_function("exp", [(x, 0.5 + 0.7 * x)], "gpu", 0.25)["bound"]
+    assert grow.get("cap", np.inf) >= 0.99 * (grow["a"] + grow["b"] * 104), grow
+    # a flat error is a constant
+    flat = C.fit_function("tanh", [(x, rng.uniform(0, 1.5, x.size))], "gpu", 0.25)["bound"]
+    assert flat["b"] == 0 and "cap" not in flat
+
+
+def test_a_capped_error_model_reads_writes_and_refuses_what_means_nothing():
+    m = mathlib.ErrorModel(2.0, 1.5, 90.0)
+    assert m.ulps(0.0) == 2.0 and m.ulps(10.0) == 17.0 and m.ulps(100.0) == 90.0
+    assert torch.equal(m.ulps(torch.tensor([0.0, 100.0], dtype=torch.float64)),
+                       torch.tensor([2.0, 90.0], dtype=torch.float64))
+    assert np.array_equal(m.ulps(np.array([10.0, 1000.0])), np.array([17.0, 90.0]))
+    prof = mathlib.MathProfile("p", {"exp": m, "tanh": mathlib.ErrorModel(2.0)})
+    back = mathlib.from_dict(json.loads(json.dumps(prof.to_dict())))
+    assert back.model("exp") == m and back.model("tanh") == mathlib.ErrorModel(2.0)
+    assert "cap" not in prof.to_dict()["functions"]["tanh"]
+    for a, b, cap in ((2.0, 0.0, 5.0), (2.0, 1.0, 1.0)):
+        with pytest.raises(InvalidArgument, match="a cap bounds a growing error"):
+            mathlib.ErrorModel(a, b, cap)
 
 
 def _calibrate(functions, samples=4000):

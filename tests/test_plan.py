@@ -770,3 +770,16 @@ def test_an_fp32_division_reads_as_the_approximate_division_it_compiles_to():
     assert divs
     assert all(s.text().startswith("div in fp32: div.full.f32: approximate, not correctly rounded")
                for s in divs), [s.text() for s in divs]
+
+
+def test_the_plan_reads_every_shipped_profile_s_call_label():
+    """The reference plan reads a math call from the calculus's site label: every error model a
+    shipped profile writes (a constant, a line, a capped line, correctly rounded) must parse."""
+    from numoracle import mathlib
+    from numoracle.calculus.tracked import _ulps_text
+    from numoracle.plan.reference import _CALL
+    for name in ("interpreter", "h200", "cuda_documented"):
+        for fn, model in mathlib.load(name).functions.items():
+            label = f"{fn} (correctly rounded)" if model.b == 0 and model.a <= 0.5 else f"{fn} ({_ulps_text(model)})"
+            m = _CALL.match(label)
+            assert m and m.group(1) == fn, (name, label)

@@ -1225,7 +1225,9 @@ def ulp_bound_fp32(mag: Tensor) -> Tensor:
 
 
 def _ulps_text(model) -> str:
-    return f"{model.a:g}+{model.b:g}|x| ulp" if model.b else f"{model.a:g} ulp"
+    if not model.b:
+        return f"{model.a:g} ulp"
+    return f"{model.a:g}+{model.b:g}|x| ulp" + (f", at most {model.cap:g}" if model.cap is not None else "")
 
 
 def _scaled(out: Tracked, o) -> Tracked:

@@ -2,8 +2,9 @@
 function, in fp32 ulps of the exact result (docs/design.md §5).
 
 A profile is a JSON file beside this module.  Each function maps to an error
-model ``ulps(x) = a + b*|x|`` (``b`` is zero except where the error grows
-with the argument, e.g. ``tl.exp = ex2.approx(x*log2 e)``), measured by
+model ``ulps(x) = min(a + b*|x|, cap)`` (``b`` is zero except where the error
+grows with the argument, e.g. ``tl.exp = ex2.approx(x*log2 e)``, and ``cap``,
+where given, the largest error anywhere in the function's domain), measured by
 ``numoracle calibrate`` or taken from documented bounds, and records where and
 how it was obtained.  The calculus reads profiles; it never writes them.
 """
@@ -34,11 +35,27 @@ FUNCTION_NAMES = (
 
 @dataclass(frozen=True)
 class ErrorModel:
-    a: float          # ulps at x = 0
-    b: float = 0.0    # extra ulps per unit |x|
+    a: float                   # ulps at x = 0
+    b: float = 0.0             # extra ulps per unit |x|
+    cap: float | None = None   # never more ulps than this, whatever |x| (a growing error levels off)
+
+    def __post_init__(self):
+        if self.cap is not None and not (self.b and self.a <= self.cap):
+            raise InvalidArgument(f"error model a={self.a}, b={self.b}, cap={self.cap}: a cap bounds a growing "
+                                  f"error (b > 0) and lies at or above a.")
 
     def ulps(self, absx):
-        return self.a + self.b * absx if self.b else self.a
+        if not self.b:
+            return self.a
+        line = self.a + self.b * absx
+        if self.cap is None:
+            return line
+        if hasattr(line, "clamp"):                 # a tensor
+            return line.clamp(max=self.cap)
+        return line.clip(max=self.cap) if hasattr(line, "clip") else min(line, self.cap)   # an array, a number
+
+    def to_dict(self) -> dict:
+        return {"a": self.a, "b": self.b, **({"cap": self.cap} if self.cap is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -85,7 +102,7 @@ class MathProfile:
             "name": self.name,
             "ftz": self.ftz,
             "units_below_one": self.units_below_one,
-            "functions": {k: {"a": m.a, "b": m.b} for k, m in self.functions.items()},
+            "functions": {k: m.to_dict() for k, m in self.functions.items()},
             "exact": {k: [list(p) for p in v] for k, v in self.exact.items()},
             "dot": self.dot,
             "provenance": self.provenance,
@@ -94,7 +111,8 @@ class MathProfile:
 
 def from_dict(d: dict) -> MathProfile:
     try:
-        fns = {k: ErrorModel(float(v["a"]), float(v.get("b", 0.0))) for k, v in d["functions"].items()}
+        fns = {k: ErrorModel(float(v["a"]), float(v.get("b", 0.0)), None if v.get("cap") is None else float(v["cap"]))
+               for k, v in d["functions"].items()}
         exact = {k: tuple((float(x), float(fx)) for x, fx in v) for k, v in d.get("exact", {}).items()}
         unknown = sorted(set(exact) - set(fns))
         if unknown:
@@ -108,7 +126,8 @@ def from_dict(d: dict) -> MathProfile:
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidArgument(
             f"malformed math profile: {exc!r}. Expected {{'name': str, 'ftz': bool, "
-            f"'functions': {{fn: {{'a': ulps, 'b': ulps per |x|}}}}, optionally 'exact': {{fn: [[x, f(x)], ...]}}}}."
+            f"'functions': {{fn: {{'a': ulps, 'b': ulps per |x|, optionally 'cap': most ulps}}}}, optionally "
+            f"'exact': {{fn: [[x, f(x)], ...]}}}}."
         ) from None
 
 

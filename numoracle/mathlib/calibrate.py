@@ -42,13 +42,19 @@ rounded or not" is decided) are recomputed with mpmath.
 
 The model
 ---------
-``ulps(x) = a + b*|x|``.  ``b`` is fitted only for ``exp`` and ``sigmoid``
-(``tl.exp`` is ``ex2.approx(x*log2 e)`` on NVIDIA, whose error grows with
-|x|): (a, b >= 0) is the line above every measured point with the smallest
-mean bound over the measured range (a linear programme on per-bin maxima,
-each bin's point moved to its smallest |x|, which is conservative because
-b >= 0).  Other functions: a = the maximum.  The profile's bound is the fit
-times (1 + margin), rounded up to 1/64 ulp.  A function is written as
+``ulps(x) = min(a + b*|x|, cap)``.  ``b`` and ``cap`` are fitted only for
+``exp`` and ``sigmoid`` (``tl.exp`` is ``ex2.approx(x*log2 e)`` on NVIDIA,
+whose error grows with |x| -- about |x| ulps up to |x| = 64, then level:
+the rounding of x*log2 e is a fixed fraction of its ulp):
+(a, b >= 0) is the line above every measured point with the smallest bound
+at |x| = ``TYPICAL_X`` (a linear programme on per-bin maxima, each bin's
+point moved to its smallest |x|, which is conservative because b >= 0), and
+``cap`` the largest measured error, which bounds the far end the line
+overshoots.  The arguments kernels pass most lie near 0 (a stable softmax's
+x - max, a gate's sigmoid): a line fitted for the middle of the range gave
+them 20x the measured error (docs/results/2026-12-07-exp-fit.md).  Other
+functions: a = the maximum.  The profile's bound is the fit times
+(1 + margin), rounded up to 1/64 ulp.  A function is written as
 correctly rounded (a = 0.5, which the calculus treats as one rounding) only
 when every measured error is <= 0.5 ulp *and* the call is correctly rounded
 by specification (``tl.sqrt_rn``, ``tl.math.div_rn``; on the interpreter also
@@ -82,6 +88,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InvalidArgument
+from . import ErrorModel
 from . import FUNCTION_NAMES, from_dict
 
 MIN_NORMAL = 2.0**-126
@@ -93,7 +100,8 @@ SINCOS_LIMIT = 1e5
 REF_TOL = 2.0**-40         # required relative accuracy of the float64 reference
 TIE_BAND = 2.0**-12        # errors this close to 0.5 ulp are recomputed with mpmath
 MP_PREC = 113
-GROWING = ("exp", "sigmoid")            # functions fitted with a + b|x|
+GROWING = ("exp", "sigmoid")            # functions fitted with min(a + b|x|, cap)
+TYPICAL_X = 1.0                         # where the growing line is made tightest
 # Profile functions whose subnormal arguments the calculus treats as outside the domain under
 # FTZ (calculus.tracked._FTZ_POLES, where division is "reciprocal"): calibrate leaves exactly
 # those points out, so that a function flushing other arguments shows up as *uncovered*.
@@ -666,8 +674,8 @@ def _best_line(xs: np.ndarray, rs: np.ndarray, c: float) -> tuple:
 
 
 def fit_linear(xabs: np.ndarray, err: np.ndarray, bins: int = 2048) -> tuple:
-    """(a, b) >= 0 with a + b*|x| >= every err, minimising the mean of the
-    bound over [0, max |x|]."""
+    """(a, b) >= 0 with a + b*|x| >= every err, minimising the bound at
+    |x| = TYPICAL_X."""
     if err.size == 0:
         return 0.0, 0.0
     xmax = float(xabs.max())
@@ -679,7 +687,7 @@ def fit_linear(xabs: np.ndarray, err: np.ndarray, bins: int = 2048) -> tuple:
     np.maximum.at(bmax, k, err)
     keep = np.isfinite(bmax)
     xs, rs = edges[:-1][keep], bmax[keep]
-    a, b = _best_line(xs, rs, xmax / 2)
+    a, b = _best_line(xs, rs, TYPICAL_X)
     # guard against solver tolerance: lift a until every point is covered
     a += max(0.0, float(np.max(err - (a + b * xabs))))
     return a, b
@@ -699,10 +707,16 @@ def fit_function(key: str, points: list, backend: str, margin: float) -> dict:
     ba, bb = _round_up(a * (1 + margin)), (_round_up(b * (1 + margin), 1 / 1024) if b else 0.0)
     if ba <= 0.5 and bb == 0:
         ba = _round_up(0.5 * (1 + margin))  # never claim correct rounding without a specification
-    assert err.size == 0 or bool(np.all(err <= ba + bb * xabs + 1e-12)), key
-    out = {"max_ulp": mx, "fit": {"a": a, "b": b}, "bound": {"a": ba, "b": bb}}
+    fit, bound = {"a": a, "b": b}, {"a": ba, "b": bb}
+    cap = _round_up(mx * (1 + margin)) if bb else None
+    if cap is not None and ba + bb * float(xabs.max()) > cap:   # the line overshoots: level it off there
+        fit["cap"], bound["cap"] = mx, cap
+    model = ErrorModel(bound["a"], bound["b"], bound.get("cap"))
+    assert err.size == 0 or bool(np.all(err <= np.asarray(model.ulps(xabs)) + 1e-12)), key
+    out = {"max_ulp": mx, "fit": fit, "bound": bound}
     if b:
-        out["max_ulp_vs_bound_at_max_x"] = {"max_abs_x": float(xabs.max()), "bound": ba + bb * float(xabs.max())}
+        out["max_ulp_vs_bound_at_max_x"] = {"max_abs_x": float(xabs.max()),
+                                            "bound": float(model.ulps(float(xabs.max())))}
     return out
 
 
@@ -756,7 +770,8 @@ def calibrate(backend: str = "interpreter", functions=None, samples: int = 1 << 
         funcs[key] = fitted["bound"]
         if log:
             b = fitted["bound"]
-            log(f"{key:8s} max {fitted['max_ulp']:.4g} ulp -> bound {b['a']:g}" + (f" + {b['b']:g}|x|" if b['b'] else ""))
+            log(f"{key:8s} max {fitted['max_ulp']:.4g} ulp -> bound {b['a']:g}" + (f" + {b['b']:g}|x|" if b['b'] else "")
+                + (f", at most {b['cap']:g}" if "cap" in b else ""))
     inherited, inherited_exact = {}, {}
     base_below_one = False
     if base:
@@ -765,7 +780,7 @@ def calibrate(backend: str = "interpreter", functions=None, samples: int = 1 << 
         bp = load(base)
         for k, m in bp.functions.items():
             if k not in funcs:
-                funcs[k] = {"a": m.a, "b": m.b}
+                funcs[k] = m.to_dict()
                 inherited[k] = bp.name
                 if bp.exact_points(k):
                     inherited_exact[k] = [list(q) for q in bp.exact_points(k)]

@@ -29,7 +29,7 @@ _DOT = re.compile(r"^(\w+) dot over K=(\d+) \((.+?) order(, rounded products)?"
 _BLOCK_DOT = re.compile(r"^block-scaled fp8 matmul over K=(\d+) \((\w+) tile dots, ")
 _ARITH = re.compile(r"^(\w+) (add|sub|mul)$")
 _ROUND = re.compile(r"^round to (\w+) \(\.to\)$")
-_CALL = re.compile(r"^([\w]+) \((?:[\d.+|x]+ ulp|[\d.]+\+[\d.]+\|x\| ulp|correctly rounded)\)$")
+_CALL = re.compile(r"^([\w]+) \((?:[\d.+|x]+ ulp|[\d.]+\+[\d.]+\|x\| ulp(?:, at most [\d.]+)?|correctly rounded)\)$")
 _QUANT = re.compile(r"^quantize(?:_group\((\d+), (\w+), (\w+)\)| to (\w+) per group of (\d+) \((\w+) scale\))$")
 LOW = {"bf16", "fp16", "e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz", "e2m1", "tf32"}
 
