@@ -121,6 +121,7 @@ def run(ops, backend, groups, log=print):
             acc_w, acc_p = [], []
             gross_hit = gross_tot = 0
             n_cases = fixed_rejects = stat_rejects = uncert = errors = 0
+            first_error = None
             for fmt in fmts:
                 for seed, r, c in CASES:
                     r, c = _shape(op, r, c)
@@ -128,22 +129,27 @@ def run(ops, backend, groups, log=print):
                     case_no += 1
                     try:
                         inputs, params = op.example(seed, dtype=DT[fmt], family=group, rows=r, cols=c)
-                    except Exception:
+                    except Exception as exc:
                         errors += 1
+                        first_error = first_error or f"example: {type(exc).__name__}: {exc}"
                         continue
+                    # the examples are made on the CPU; the kernels run on the backend's device
+                    inputs = tuple(t.to(backend.device) if isinstance(t, torch.Tensor) else t for t in inputs)
                     params = {**drawn, **params}
                     for kname in kernels:
                         try:
                             kern = op.kernels[kname]
                             outs = kern(*[t.clone() if isinstance(t, torch.Tensor) else t for t in inputs],
                                         **params)
-                        except Exception:
+                        except Exception as exc:
                             errors += 1
+                            first_error = first_error or f"kernel {kname}: {type(exc).__name__}: {exc}"
                             continue
                         try:
                             v = check_modes(op.reference, outs, inputs, params, backend=backend)
-                        except Exception:
+                        except Exception as exc:
                             errors += 1
+                            first_error = first_error or f"verdict: {type(exc).__name__}: {exc}"
                             continue
                         n_cases += 1
                         fixed_rejects += v["fixed"].status == "reject"
@@ -170,7 +176,8 @@ def run(ops, backend, groups, log=print):
                                            and v["statistical"].confirmation == "confirmed")
             w = torch.cat(acc_w) if acc_w else torch.empty(0, dtype=torch.float64)
             p = torch.cat(acc_p) if acc_p else torch.empty(0, dtype=torch.float64)
-            row = {"op": name, "group": group, "cases": n_cases, "errors": errors, "elements": int(w.numel()),
+            row = {"op": name, "group": group, "cases": n_cases, "errors": errors,
+                   "first_error": first_error[:300] if first_error else None, "elements": int(w.numel()),
                    "width_median": _q(w, 0.5), "width_p99": _q(w, 0.99),
                    "position_median": _q(p, 0.5), "position_p99": _q(p, 0.99),
                    "position_max": float(p.max()) if p.numel() else None,
