@@ -88,8 +88,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InvalidArgument
-from . import ErrorModel
-from . import FUNCTION_NAMES, from_dict
+from . import FUNCTION_NAMES, ErrorModel, from_dict
 
 MIN_NORMAL = 2.0**-126
 MIN_SUB = 2.0**-149
