@@ -181,6 +181,7 @@ def test_gpu_profile_rule():
     from numoracle.assumptions import gpu_profile
 
     assert gpu_profile("NVIDIA H200") == "h200"
+    assert gpu_profile("NVIDIA H100 80GB HBM3") == "h200"          # the same sm_90 chip
     assert gpu_profile("NVIDIA A100-SXM4-80GB") == "cuda_documented"
     if not torch.cuda.is_available():
         assert gpu_profile() == "h200"      # judging saved H200 outputs on a CPU machine
