@@ -29,6 +29,12 @@ class NotImportable(InvalidArgument):
     be right where the case was saved (a replay says "cannot be replayed here", not "corrupt")."""
 
 
+class ReferenceRefused(InvalidArgument):
+    """A reference program raised on the inputs it was given (shapes that do not fit, a group
+    size that does not divide the last axis, ...): in a drawn case the operator's domain or
+    example builder made inputs its reference does not take, not a kernel's fault."""
+
+
 class MisspelledMethod(LanguageMisuse, AttributeError):
     """A torch-style method a tracked tensor does not have (``x.exp()``): an AttributeError too,
     so that ``hasattr`` and ``getattr(x, name, default)`` keep working."""

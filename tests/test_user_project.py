@@ -282,3 +282,56 @@ def test_a_hypothesis_test_of_ones_own_imports_the_kernel_at_the_top_under_the_n
     assert rc == 0 and "1 passed" in out, out
     rc, out = pytest_in(project, "test_own_given.py")
     assert rc == 1 and "0 active drivers" in out, out
+
+
+NO_EXAMPLE = '''
+import numoracle as no
+from tests_user_op.reference import add_rms_norm
+
+op = no.Operator("add_rms_norm_without_example", add_rms_norm,
+                 kernels={"correct": "tests_user_op.kernels:add_rms_norm"})
+'''
+
+
+def test_every_command_that_draws_cases_refuses_an_operator_without_an_example_builder(project):
+    # the builder is optional (no.check on one's own tensors needs none); drawing cases failed
+    # with "'NoneType' object is not callable" from inside Hypothesis, and a campaign counted
+    # kernel errors and exited 0
+    (project / "noexample.py").write_text(NO_EXAMPLE)
+    for command in (["check"], ["fuzz", "--seconds", "5"], ["mutate"], ["stress-tolerances"],
+                    ["campaign", "--quick", "--stages", "correct", "--out", "camp", "--ops"]):
+        rc, out, err = numoracle(project, *command, "noexample:op")
+        assert rc == 2, (command, out, err)
+        assert ("operator add_rms_norm_without_example has no example builder, and drawing cases needs one to "
+                "make its inputs; give Operator('add_rms_norm_without_example', ..., example=f) with f(seed, "
+                "dtype, family, rows, cols) -> (inputs, params)") in err, (command, err)
+    assert not (project / "camp").exists()
+
+
+def test_a_drawn_case_the_reference_refuses_is_the_domains_fault_not_the_kernels(tmp_path):
+    # an operator whose domain draws a last axis that its reference's group size does not divide
+    import numoracle as no
+    from numoracle.formats import fp32
+    from numoracle.runner.engine import fuzz
+    from numoracle.strategies import fill
+
+    @no.reference(outputs=("q", "scales"))
+    def grouped(x):
+        q = no.quantize_group(x.to(fp32), 128, "e4m3fn", "fp32")
+        return q.codes, q.scales
+
+    def kernel(x):                       # never judged: the reference refuses first
+        return torch.zeros(x.shape, dtype=torch.float8_e4m3fn), torch.ones(x.shape[0], 1)
+
+    op = no.Operator("grouped_test", grouped, {"correct": kernel},
+                     lambda seed, dtype, family, rows, cols: ((fill((rows, cols), family, seed, dtype=dtype),), {}),
+                     domain=no.Domain(rows=(1, 4), cols=(1, 256)))
+    res = fuzz(op, kernel, max_examples=5, isolate=False, corpus=str(tmp_path / "corpus"), shrink_seconds=5)
+    found = res.counterexample
+    assert found is not None and found.failure_class == ("error", "reference", "ReferenceRefused")
+    text = found.explain()
+    assert text.startswith("The reference could not run: grouped cannot run on the inputs given"), text
+    assert "group=128 must divide the last axis" in text
+    assert "narrow no.Domain(rows=..., cols=..., cols_multiple_of=..., params=...)" in text
+    assert res.saved is None and res.save_error.startswith("not saved: the reference refused"), res.save_error
+    assert not (tmp_path / "corpus").exists()

@@ -223,11 +223,19 @@ class Operator:
         if rows is None or cols is None:
             r, c = self.domain.fit(4 if rows is None else rows, 96 if cols is None else cols)
             rows, cols = (r if rows is None else rows), (c if cols is None else cols)
-        if self.make_example is None:
-            raise InvalidArgument(f"operator {self.name} has no example builder; give Operator(..., example=f) "
-                                  f"with f(seed, dtype, family, rows, cols) -> (inputs, params), e.g. with "
-                                  f"numoracle.strategies.fill for the bulk.")
+        self.require_example()
         return self.make_example(seed, dtype, family, rows, cols)
+
+    def require_example(self) -> None:
+        """Refuse, with what to write, an operator without an example builder where inputs are
+        drawn (a case, a fuzz run, a campaign): only ``no.check`` on the user's own tensors runs
+        without one."""
+        if self.make_example is None:
+            raise InvalidArgument(
+                f"operator {self.name} has no example builder, and drawing cases needs one to make its inputs; "
+                f"give Operator({self.name!r}, ..., example=f) with f(seed, dtype, family, rows, cols) -> "
+                f"(inputs, params), e.g. def f(seed, dtype, family, rows, cols): return (fill((rows, cols), "
+                f"family, seed, dtype=dtype), ...), {{}} with numoracle.strategies.fill (docs/tutorial.md).")
 
     def fixed_params(self, given: dict) -> dict:
         """``{name: (value,)}`` choices fixing each given parameter, checked against the

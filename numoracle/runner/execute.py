@@ -32,7 +32,7 @@ import warnings
 
 import torch
 
-from ..errors import InvalidArgument, NumoracleError
+from ..errors import InvalidArgument, NumoracleError, ReferenceRefused
 from .outcomes import Execution, Outcome, boundary_score, excess_ulps, failure_class
 
 
@@ -299,6 +299,13 @@ def judge(op, kernel, inputs, params, config=(), *, backend="interpreter", mode=
     launch = {**dict(config), **(ran.launch or {})}
     try:
         v = check(op.reference, outs, inputs, params, mode=mode, backend=backend, launch=launch)
+    except ReferenceRefused as exc:       # the drawn inputs do not fit the reference: the domain's doing
+        return Outcome("error", case, error=f"{exc} The operator's "
+                       f"domain or example builder makes inputs its reference does not take: narrow "
+                       f"no.Domain(rows=..., cols=..., cols_multiple_of=..., params=...) or the example builder "
+                       f"to what the reference takes."[:1000],
+                       seconds=time.perf_counter() - t0, inputs=inputs, params=params, outputs=outs,
+                       failure_class=("error", "reference", "ReferenceRefused"), rss_mb=ran.rss_mb)
     except (InvalidArgument, NumoracleError) as exc:   # wrong number/shape/dtype/device of outputs
         return Outcome("error", case, error=f"outputs not judgeable: {exc}"[:800],
                        seconds=time.perf_counter() - t0, inputs=inputs, params=params, outputs=outs,

@@ -100,8 +100,13 @@ class Outcome:
         """What went wrong, for a person: the verdict's explanation, or the kernel's failure."""
         if self.verdict is not None and self.status in ("reject", "nan", "statistical_only", "uncertified"):
             return self.verdict.explain()
-        lines = [{"error": "The kernel failed", "timeout": "The kernel did not return",
-                  "crash": "The kernel's process died"}.get(self.status, self.status) + f": {self.error}"]
+        head = {"error": "The kernel failed", "timeout": "The kernel did not return",
+                "crash": "The kernel's process died"}.get(self.status, self.status)
+        if self.failure_class and tuple(self.failure_class[:2]) == ("error", "reference"):
+            head = "The reference could not run"            # the kernel ran; its inputs do not fit the reference
+        elif self.failure_class and tuple(self.failure_class[:2]) in (("error", "outputs"), ("error", "judging")):
+            head = "The kernel's outputs could not be judged"
+        lines = [head + f": {self.error}"]
         if self.failure_class:
             lines.append(f"failure class: {list(self.failure_class)}")
         if self.traceback:

@@ -61,7 +61,7 @@ def input_roles(op, fmt: str, inputs=None) -> list:
     if c0 is None:
         c0 = max(m, dom.cols[1] - dom.cols[1] % m)
     dtype = F.by_name(fmt).torch_dtype
-    example, _ = op.make_example(0, dtype, "calibration", r0, c0)
+    example, _ = op.example(0, dtype, "calibration", r0, c0)
     roles = []
     for t in example:
         rs = []

@@ -104,7 +104,7 @@ class Case:
         if dtype is None:
             raise InvalidArgument(f"{self!r}: format {fmt.name} has no torch dtype; operators that take "
                                   f"{fmt.name} define their own example builder for it.")
-        inputs, params = op.make_example(self.seed, dtype, self.group, self.rows, self.cols)
+        inputs, params = op.example(self.seed, dtype, self.group, self.rows, self.cols)
         # parameters the example returns are tied to its inputs (a group size to the
         # scales' layout): they win over drawn ones (operators.Domain)
         params = {**dict(self.params), **dict(params)}
@@ -191,6 +191,7 @@ def cases(op, *, formats=None, groups=None, rows=None, cols=None, max_rows=None,
         if not hasattr(o, "domain"):
             raise InvalidArgument(f"cases(op={op!r}): expected an operator name from numoracle.operators.names() "
                                   f"or a registered Operator.")
+        o.require_example()
         dom = o.domain
         fmts = tuple(formats) if formats is not None else tuple(dom.formats)
         bad = [f for f in fmts if f not in dom.formats]

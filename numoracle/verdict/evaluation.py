@@ -15,7 +15,7 @@ import torch
 from .. import formats as F
 from ..calculus import form as FM
 from ..calculus.tracked import Context, Tracked, any_of
-from ..errors import InvalidArgument, LanguageMisuse
+from ..errors import InvalidArgument, LanguageMisuse, ReferenceRefused
 from ..oracles import quantizer as QZ
 from ..oracles import selection as SEL
 from .regions import Region, region_of
@@ -147,13 +147,13 @@ def run_reference(program, inputs, params, profile, condensed=True, nonfinite="e
                         f"labels or indices given in a floating-point dtype becomes a tracked tensor and meets "
                         f"this too; pass it as integers.)") from None
     except _BAD_INPUT_ERRORS as exc:
-        detail = " ".join(str(exc).split())
+        detail = " ".join(str(exc).split()).rstrip(".")
         detail = detail if len(detail) <= 200 else detail[:197] + "..."
         ints = [n for n, a in zip(names, args) if not isinstance(a, Tracked)]
         hint = (f"integer input(s) {', '.join(ints)} pass untracked, as labels do: one that holds values needs "
                 f"the kernel's floating-point dtype, one that holds labels or indices must hold valid ones; "
                 if ints else "")
-        raise InvalidArgument(
+        raise ReferenceRefused(
             f"{program.name} cannot run on the inputs given ({_described(names, inputs)}; params {params!r}): "
             f"{type(exc).__name__}: {detail}. Expected the inputs {program.name} is written for: {hint}every "
             f"input that holds values needs a floating-point format, and the shapes must fit together. If they "

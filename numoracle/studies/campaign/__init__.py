@@ -184,6 +184,9 @@ def campaign(out_dir, *, backend="interpreter", size="quick", ops=None, stages=S
     fixed = fixed_params(list(dict.fromkeys(names + list(mutation_ops or []))), params)
     sz = {**SIZES[size], **{k: v for k, v in (overrides or {}).items() if v is not None}}
     stages = tuple(stages)
+    if {"correct", "mutation"} & set(stages):
+        for name in dict.fromkeys(names + list(mutation_ops or [])):
+            operators.resolve(name).require_example()        # refused before any unit runs
     meta = {"backend": backend.name, "size": size, "ops": names, "params": {k: repr(v) for k, v in
                                                                             sorted((params or {}).items())},
             "date": time.strftime("%Y-%m-%d"), "device": device_name(backend.device), **versions()}
