@@ -523,3 +523,72 @@ def test_an_exact_infinity_times_a_finite_non_zero_value_stays_exact():
         o = v.outputs[0]
         assert v.status == "accept" and not bool(o.uncertified.any()), (mode, v.explain())
         assert float(o.lo[0, 1]) == 0.0 and float(o.hi[0, 1]) == 0.0
+
+
+@no.reference
+def silu_by_exp(x):
+    # a sigmoid written with tl.exp: where exp(-x) overflows, x / inf is 0
+    xf = x.to(fp32)
+    return (xf / (1.0 + no.exp(-xf))).to(x.format)
+
+
+@no.reference
+def tanh_by_exp(x):
+    # GELU's tanh form as kernels write it: 1 - 2 / (exp(2u) + 1) is 1 where exp overflows
+    u = x.to(fp32)
+    return 1.0 - 2.0 / (no.exp(2.0 * u) + 1.0)
+
+
+@no.reference
+def exp2_of(x):
+    return 1.0 / (1.0 + no.exp2(x.to(fp32)))
+
+
+def _fp32_kernel(fn, x):
+    return fn(x.float())
+
+
+def test_an_overflowing_exp_is_exactly_infinite_and_what_follows_exact():
+    """From FP32_EXP_INF on, every fp32 exp returns +inf (functions.Function.overflow_above):
+    an exact value, so x / (1 + inf) is 0 and 1 - 2 / (inf + 1) is 1, certified.  Before, every
+    such element was uncertified (domain: exp)."""
+    x = torch.tensor([[-88.75, -89.0, -100.0, -1000.0, -3.0e38, 0.5, -88.5, 10.0]], dtype=torch.bfloat16)
+    y = (x.float() / (1.0 + torch.exp(-x.float()))).to(torch.bfloat16)
+    over = -x.double() >= 88.75
+    for mode, v in check_modes(silu_by_exp, y, (x,)).items():
+        o = v.outputs[0]
+        assert v.status == "accept" and not bool(o.uncertified.any()), (mode, v.explain())
+        assert bool((o.lo[over] == 0).all()) and bool((o.hi[over] == 0).all()), mode
+    bad = y.clone()
+    bad[0, 2] = 2.0 ** -133                      # bf16's smallest subnormal where 0 is exact
+    assert check_modes(silu_by_exp, bad, (x,))["fixed"].outputs[0].rejected[0, 2]
+    bad[0, 2] = math.nan                         # a kernel whose exp overflow gave NaN
+    assert check_modes(silu_by_exp, bad, (x,))["fixed"].status == "reject"
+
+    u = torch.tensor([[44.5, 50.0, 1.0e4, 0.25, -3.0]], dtype=torch.bfloat16)
+    t = 1.0 - 2.0 / (torch.exp(2.0 * u.float()) + 1.0)
+    for mode, v in check_modes(tanh_by_exp, t, (u,)).items():
+        o = v.outputs[0]
+        assert v.status == "accept" and not bool(o.uncertified.any()), (mode, v.explain())
+        assert o.qlo[0, :3].tolist() == [1.0] * 3 and o.qhi[0, :3].tolist() == [1.0] * 3, mode
+    bad = t.clone()
+    bad[0, 1] = 1.0 - 2.0 ** -24                 # fp32's neighbour below 1
+    assert check_modes(tanh_by_exp, bad, (u,))["fixed"].outputs[0].rejected[0, 1]
+
+
+def test_an_exp_argument_short_of_the_certain_overflow_stays_uncertified():
+    """Between the largest argument whose exp is finite (88.72) and FP32_EXP_INF a library may
+    return the largest finite value or +inf: not certified either way.  Past it, exp2 too."""
+    x = torch.tensor([[-88.75, -88.8125, -88.875, -90.0]], dtype=torch.float16)   # fp16 steps of 1/16
+    x[0, 0] = -88.6875                                                        # below the limit's reach
+    y = _fp32_kernel(lambda t: (t / (1.0 + torch.exp(-t))).half(), x)
+    v = check_modes(silu_by_exp, y, (x,))["fixed"]
+    assert v.outputs[0].uncertified.tolist() == [[False, False, False, False]], v.explain()
+    near = torch.tensor([[-88.6875, -88.73]], dtype=torch.float32)       # no fp16 value lies between
+    v = check_modes(silu_by_exp, _fp32_kernel(lambda t: t / (1.0 + torch.exp(-t)), near), (near,))["fixed"]
+    assert v.outputs[0].uncertified.tolist() == [[False, True]], (near, v.explain())
+    x2 = torch.tensor([[128.0, 129.0, 200.0, -5.0]], dtype=torch.bfloat16)        # bf16 steps of 1 there
+    v = check_modes(exp2_of, 1.0 / (1.0 + torch.exp2(x2.float())), (x2,))["fixed"]
+    o = v.outputs[0]
+    assert o.uncertified.tolist() == [[True, False, False, False]], v.explain()
+    assert o.qlo[0, 1:3].tolist() == [0.0, 0.0] and o.qhi[0, 1:3].tolist() == [0.0, 0.0]

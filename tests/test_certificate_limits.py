@@ -34,8 +34,10 @@ _REF = {"exp": torch.exp, "exp2": torch.exp2, "log": torch.log, "log2": torch.lo
 
 # (function, arguments certified, arguments outside the certified domain)
 LIMITS = [
-    ("exp", [88.7, -100.0, 0.0], [88.8, 1000.0]),
-    ("exp2", [127.9, -140.0], [128.0, 200.0]),
+    # between the last finite exp and its certain overflow (FP32_EXP_INF); past it the value is
+    # +inf exactly (tests/test_calculus_edges.py), which as an output is not judged
+    ("exp", [88.7, -100.0, 0.0], [88.73]),
+    ("exp2", [127.9, -140.0], [128.0]),
     ("log", [1e-38, 3e38], [0.0, -1.0]),
     ("log2", [1e-38, 2.0], [0.0, -2.0]),
     ("rsqrt", [1e-38, 1e30], [0.0, -1.0]),
@@ -157,10 +159,19 @@ def test_a_dot_whose_partial_sums_may_overflow_is_uncertified():
 
 
 def test_the_certificate_names_the_site_and_counts_its_violations():
-    x = torch.tensor([1.0, 89.0, 90.0, 2.0], dtype=torch.float32)
+    # arguments whose fp32 exp may be the largest finite value or +inf
+    x = torch.tensor([1.0, 88.73, 88.74, 2.0], dtype=torch.float32)
     v = check_modes(_program("exp"), torch.exp(x.double()).float(), (x,))["fixed"]
     failing = v.certificate.failing
     assert len(failing) >= 1
     site = failing[0]
     assert "exp" in site.label and site.violations == 2 and site.elements == 4
-    assert math.isclose(site.worst, 90.0)
+    assert math.isclose(site.worst, float(x[2]))
+
+
+def test_an_infinite_output_is_uncertified_and_says_so():
+    x = torch.tensor([1.0, 89.0, 90.0, 2.0], dtype=torch.float32)
+    v = check_modes(_program("exp"), torch.exp(x.double()).float(), (x,))["fixed"]
+    assert v.outputs[0].uncertified.tolist() == [False, True, True, False]
+    assert v.certificate.holds
+    assert "exactly +inf or -inf" in v.explain(), v.explain()

@@ -109,6 +109,31 @@ def test_a_program_with_an_infinite_constant_compiles_to_its_eager_verdict(fresh
     assert ve["fixed"].status == "accept" and not bool(ve["fixed"].outputs[0].uncertified.any())
 
 
+@no.reference
+def _silu_by_exp(a, b):
+    af = a.to(F.fp32)
+    return (af / (1.0 + no.exp(-af)) * b.to(F.fp32)).to(a.format)
+
+
+@pytest.mark.parametrize("scale", [60.0, 1.0])
+def test_an_overflowing_exp_compiles_to_its_eager_verdict(fresh, scale):
+    """exp past its overflow is an exact +inf (``Function.overflow_above``), which the traced
+    verdict carries for every exp, overflowing or not (scale 1: none does)."""
+    g = torch.Generator().manual_seed(3)
+    a = (torch.randn(8, 64, generator=g) * scale).to(torch.bfloat16)
+    b = torch.randn(8, 64, generator=g).to(torch.bfloat16)
+    af = a.float()
+    y = (af / (1.0 + torch.exp(-af)) * b.float()).to(torch.bfloat16)
+    ve = check_modes(_silu_by_exp, y, (a, b), settings=EAGER)
+    check_modes(_silu_by_exp, y, (a, b), settings=ALWAYS)
+    vc = check_modes(_silu_by_exp, y, (a, b), settings=ALWAYS)
+    plan = _only_plan()
+    assert plan.fn is not None and plan.failed is None
+    _assert_same(ve, vc)
+    assert ve["fixed"].status == "accept", ve["fixed"].explain()
+    assert scale == 1.0 or bool((-a.double() >= 88.75).any())
+
+
 @no.reference(outputs=("y",))
 def _linear(a, b, c):
     return no.maximum(no.matmul(a, b, acc=F.fp32) + c, 0.0).to(F.bf16)

@@ -463,15 +463,24 @@ def _gelu_tanh_by_exp(saturation_by_where: bool):
 
 def test_a_saturation_the_kernel_gets_from_infinity_is_certified_through_where():
     # exp(2u) is +inf for every element, so the kernel's 2 / (inf + 1) is 0, t is 1 and
-    # 0.5 * h * 2 is h: the stored output is x itself, exactly
+    # 0.5 * h * 2 is h: the stored output is x itself, exactly.  The literal reference follows
+    # the infinity itself (exp past its certain overflow is +inf exactly), the no.where states it
     x = torch.tensor([[20.0, 60.0, 1000.0, 3.0e4]], dtype=torch.bfloat16)
-    literal = no.check(_gelu_tanh_by_exp(False), x.clone(), (x,))
-    assert literal.status == "uncertified" and bool(literal.uncertified[0].all())
-    by_where = _gelu_tanh_by_exp(True)
-    assert statuses(by_where, (x,), x.clone()) == {"statistical": "accept", "fixed": "accept"}
     off = x.clone()
     off[0, 1] = torch.nextafter(x[0, 1], torch.tensor(float("inf"), dtype=x.dtype))
-    assert statuses(by_where, (x,), off) == {"statistical": "reject", "fixed": "reject"}
+    for by_where in (False, True):
+        ref = _gelu_tanh_by_exp(by_where)
+        assert statuses(ref, (x,), x.clone()) == {"statistical": "accept", "fixed": "accept"}, by_where
+        assert statuses(ref, (x,), off) == {"statistical": "reject", "fixed": "reject"}, by_where
+    # an fp32 h whose 2u lies between the last finite exp and its certain overflow (88.72 and
+    # 88.75): the literal reference cannot say whether the kernel's exp overflowed, the no.where can
+    lo, hi = 0.0, 100.0
+    for _ in range(80):                                       # bisection on 2u(h) = 88.735
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if 2 * 0.7978845608028654 * (mid + 0.044715 * mid ** 3) < 88.735 else (lo, mid)
+    h = torch.tensor([[lo]], dtype=torch.float32)
+    assert no.check(_gelu_tanh_by_exp(False), h.clone(), (h,)).status == "uncertified"
+    assert no.check(_gelu_tanh_by_exp(True), h.clone(), (h,)).status == "accept"
 
 
 def test_a_clamp_after_a_quotient_that_overflows_is_certified_through_where():

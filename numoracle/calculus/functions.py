@@ -33,6 +33,11 @@ _LN2 = math.log(2.0)
 # exp(x) overflows fp32 above log(max fp32) = 88.7228...; we take a hair less.
 FP32_EXP_LIMIT = 88.72
 FP32_EXP2_LIMIT = 127.99
+# From these arguments on, exp and exp2 return +inf in fp32: e^88.75 and 2^128.0625 exceed
+# fp32's largest value by 2.8% and 4.4%, where calibrated errors stay below 100 ulp (2^-16
+# relative), and exp as ex2.approx(RN(x log2 e)) takes 2^128.04, past its overflow at 128.
+FP32_EXP_INF = 88.75
+FP32_EXP2_INF = 128.0625
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,9 @@ class Function:
     # normal (tl.sigmoid's exp(-x) overflows to inf, 1/(1 + inf) = 0): an absolute error of that
     # normal there (None: no such argument)
     zero_below: float | None = None
+    # above this argument every fp32 call returns +inf, whatever its bounded error: the exact
+    # value is past fp32's range by far more than any calibrated error (None: never)
+    overflow_above: float | None = None
 
 
 def _everywhere(lo: Tensor, hi: Tensor) -> Tensor:
@@ -152,19 +160,21 @@ _register(Function(
     "exp", torch.exp, torch.exp,
     curvature=lambda lo, hi: torch.exp(hi),
     in_domain=lambda lo, hi: hi <= FP32_EXP_LIMIT,
-    domain_text=f"argument <= {FP32_EXP_LIMIT} (fp32 exp overflows above)",
+    domain_text=f"argument <= {FP32_EXP_LIMIT} (fp32 exp overflows above; +inf from {FP32_EXP_INF})",
     magnitude=lambda lo, hi: torch.exp(hi),
     deriv_value=lambda x, v: v,
     image=_image_hi(torch.exp),
+    overflow_above=FP32_EXP_INF,
 ))
 _register(Function(
     "exp2", torch.exp2, lambda x: _LN2 * torch.exp2(x),
     curvature=lambda lo, hi: _LN2 * _LN2 * torch.exp2(hi),
     in_domain=lambda lo, hi: hi <= FP32_EXP2_LIMIT,
-    domain_text=f"argument <= {FP32_EXP2_LIMIT} (fp32 exp2 overflows above)",
+    domain_text=f"argument <= {FP32_EXP2_LIMIT} (fp32 exp2 overflows above; +inf from {FP32_EXP2_INF})",
     magnitude=lambda lo, hi: torch.exp2(hi),
     deriv_value=lambda x, v: _LN2 * v,
     image=_image_hi(torch.exp2),
+    overflow_above=FP32_EXP2_INF,
 ))
 _register(Function(
     "log", torch.log, torch.reciprocal,

@@ -1078,6 +1078,17 @@ def _exact_fn(x: Tracked, name: str) -> Tracked:
         # a flushed subnormal argument becomes 0 (see _FTZ_POLES)
         ok = ok & ((lo >= F.fp32.min_normal) | (hi <= -F.fp32.min_normal))
     label = ctx.label(name)
+    inf = None
+    if f.overflow_above is not None:
+        # past its overflow the call returns +inf, an exact value (Function.overflow_above)
+        inf = lo >= f.overflow_above
+        if x.taint is not None:
+            inf = inf & ~x.taint
+        if ctx.any(inf):
+            ok = ok | inf
+            ctx.infinities = True
+        else:
+            inf = None
     ctx.record(label, "domain", str(x.fmt), f.domain_text, ok,
                torch.maximum(lo.abs(), hi.abs()))
     taint = x.taint if ctx.all(ok) else _or(x.taint, ~ok)
@@ -1108,6 +1119,9 @@ def _exact_fn(x: Tracked, name: str) -> Tracked:
             fm = FM.add_det(fm, f"{label} (flush to zero)", meets.to(torch.float64) * _FTZ_FLUSH_ABS[name],
                             ctx.condensed)
     fm = _fp64_slack(fm, c, ctx)
+    if inf is not None:
+        c = torch.where(inf, math.inf, c)
+        fm = FM.masked(fm, ~inf)
     out = Tracked(c, x.fmt, fm, ctx, taint=taint)
     out.pre = None
     out._R = None
@@ -1154,6 +1168,12 @@ def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | Non
     R = t.radius()
     mag = t.c.abs() + R
     ok = mag <= F.fp32.max_finite
+    exact_inf = None
+    if ctx.infinities:
+        # an overflowed exp is +inf exactly (_exact_fn): in range, with no library error.  A
+        # centre +inf with an error is out of the function's domain, tainted there already
+        exact_inf = t.c == math.inf
+        ok = ok | exact_inf
     ctx.record(label, "range", "fp32", f"|value| <= {F.fp32.max_finite:.6g}", ok, mag)
     taint = t.taint if ctx.all(ok) else _or(t.taint, ~ok)
     ulps = model.ulps(x_abs) if (x_abs is not None and model.b) else model.a
@@ -1162,6 +1182,8 @@ def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | Non
     err = ulps * ulp_bound_fp32(mag)
     if ctx.profile.ftz:
         err = err + F.fp32.min_normal
+    if exact_inf is not None:
+        err = torch.where(exact_inf, 0.0, err)
     if scaled is not None:
         # exact, unless the quotient is subnormal: rounded there, or flushed to 0 under FTZ
         tiny = ((t.c.abs() - R) < F.fp32.min_normal).to(torch.float64)

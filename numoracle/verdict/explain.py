@@ -173,7 +173,12 @@ def explain(v) -> str:
                  f"{'ok' if nspecial == 0 else f'{nspecial} NaN/inf where a finite value is certain'}"
                  f"   shape/dtype: ok")
     if v.n_uncertified:
-        lines.append(f"Uncertified: {v.n_uncertified} / {n} — {v.certificate.summary()}")
+        why = v.certificate.summary()
+        if v.certificate.holds and v.certificate.inputs == "finite":
+            # every site holds: the region itself is not finite (verdict.regions.region_of)
+            why = ("every site's certificate holds, but the value before the store is not finite there: an "
+                   "output that is exactly +inf or -inf (an overflowed exp returned as it is) is not judged")
+        lines.append(f"Uncertified: {v.n_uncertified} / {n} — {why}")
     if v.confirmation:
         lines.append(fixed_input.CONFIRMATION_TEXT[v.confirmation])
     w = v.worst()
