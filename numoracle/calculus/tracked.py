@@ -508,7 +508,7 @@ class Tracked:
         # round to nearest takes every |value| below the threshold to at most max_finite (a
         # correct store of such a value is finite), and the relative bound u|value| holds there
         thr = F.overflow_threshold(fmt)
-        ok = _exact_inf_ok(mag < thr, c, R, fmt, ctx)
+        ok = _exact_inf_ok(mag < thr, c, R, fmt)
         ctx.record(label, "range", str(fmt), f"|value| < {thr:.6g} (rounds to at most {fmt.max_finite:.6g})",
                    ok, mag)
         taint = self.taint if ctx.all(ok) else _or(self.taint, ~ok)
@@ -1005,7 +1005,7 @@ def underflow_threshold(pa: int, pb: int, fmt) -> float:
 def _range_only(t: Tracked, fmt, what) -> Tracked:
     """An exact operation's result: certified against fmt's finite range, nothing added."""
     R = t.radius()
-    ok = _exact_inf_ok((t.c.abs() + R) <= fmt.max_finite, t.c, R, fmt, t.ctx)
+    ok = _exact_inf_ok((t.c.abs() + R) <= fmt.max_finite, t.c, R, fmt)
     t.ctx.record(t.ctx.label(what), "range", str(fmt), f"|value| <= {fmt.max_finite:.6g}", ok, t.c.abs() + R)
     if t.ctx.all(ok):
         return t
@@ -1017,7 +1017,7 @@ def _underflow_only(t: Tracked, fmt, what, tiny_below: float | None = None) -> T
     # an exact zero (a product of values known exactly, one of them 0: a padded or masked
     # row) has nothing to lose, in a rounding or in an FMA it is contracted into
     tiny = ((t.c.abs() - R) < (fmt.min_normal if tiny_below is None else tiny_below)) & ((t.c != 0) | (R != 0))
-    ok = _exact_inf_ok((t.c.abs() + R) <= fmt.max_finite, t.c, R, fmt, t.ctx)
+    ok = _exact_inf_ok((t.c.abs() + R) <= fmt.max_finite, t.c, R, fmt)
     label = t.ctx.label(what)
     t.ctx.record(label, "range", str(fmt), f"|value| <= {fmt.max_finite:.6g}", ok, t.c.abs() + R)
     taint = t.taint if t.ctx.all(ok) else _or(t.taint, ~ok)
@@ -1258,14 +1258,10 @@ def _scaled(out: Tracked, o) -> Tracked:
     return out
 
 
-def _exact_inf_ok(ok: Tensor, c: Tensor, R: Tensor, fmt, ctx: Context) -> Tensor:
+def _exact_inf_ok(ok: Tensor, c: Tensor, R: Tensor, fmt) -> Tensor:
     """A range check's ``ok``, with an exact infinity (no error) counted in range where fmt has
-    infinities: a mask's -inf carried through exact arithmetic is a value, not an overflow.
-    Only a program that made one can hold one (``Context.infinities``: inputs that hold
-    infinities are replaced and tainted), so other programs skip the test, traced ones too."""
-    if not (fmt.has_inf and ctx.infinities):
-        return ok
-    return ok | ((c.abs() == math.inf) & (R == 0))
+    infinities: a mask's -inf carried through exact arithmetic is a value, not an overflow."""
+    return ok | ((c.abs() == math.inf) & (R == 0)) if fmt.has_inf else ok
 
 
 def _exact_infinity(x: Tracked) -> Tensor:
