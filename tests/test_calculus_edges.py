@@ -592,3 +592,30 @@ def test_an_exp_argument_short_of_the_certain_overflow_stays_uncertified():
     o = v.outputs[0]
     assert o.uncertified.tolist() == [[True, False, False, False]], v.explain()
     assert o.qlo[0, 1:3].tolist() == [0.0, 0.0] and o.qhi[0, 1:3].tolist() == [0.0, 0.0]
+
+
+@no.reference
+def top_k_mask(x, keep):
+    # a sampler's masking kernel: logits outside the top k stored as -inf
+    return no.where(keep, x.to(fp32), float("-inf")).to(x.format)
+
+
+def test_an_output_that_is_exactly_minus_infinity_is_judged():
+    """A stored -inf from the program's own -inf constant is an exact value: the kernel must
+    store that infinity (before, such elements were uncertified)."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(3, 8, generator=g).to(torch.bfloat16)
+    keep = torch.rand(3, 8, generator=g) < 0.5
+    y = torch.where(keep, x, torch.tensor(-math.inf, dtype=torch.bfloat16))
+    for mode, v in check_modes(top_k_mask, y, (x, keep)).items():
+        o = v.outputs[0]
+        assert v.status == "accept" and not bool(o.uncertified.any()), (mode, v.explain())
+        assert bool((o.qlo[~keep] == -math.inf).all()) and bool((o.qhi[~keep] == -math.inf).all())
+    i = tuple(int(k) for k in (~keep).nonzero()[0])
+    for bad, special in ((-3.0e38, False), (0.0, False), (math.inf, True), (math.nan, True)):
+        b = y.clone()
+        b[i] = bad
+        for mode, v in check_modes(top_k_mask, b, (x, keep)).items():
+            o = v.outputs[0]
+            assert int(o.rejected.sum()) == 1 and bool(o.rejected[i]), (mode, bad)
+            assert bool(o.special[i]) == special, (mode, bad)

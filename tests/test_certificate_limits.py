@@ -35,7 +35,7 @@ _REF = {"exp": torch.exp, "exp2": torch.exp2, "log": torch.log, "log2": torch.lo
 # (function, arguments certified, arguments outside the certified domain)
 LIMITS = [
     # between the last finite exp and its certain overflow (FP32_EXP_INF); past it the value is
-    # +inf exactly (tests/test_calculus_edges.py), which as an output is not judged
+    # +inf exactly (tests/test_calculus_edges.py)
     ("exp", [88.7, -100.0, 0.0], [88.73]),
     ("exp2", [127.9, -140.0], [128.0]),
     ("log", [1e-38, 3e38], [0.0, -1.0]),
@@ -169,9 +169,16 @@ def test_the_certificate_names_the_site_and_counts_its_violations():
     assert math.isclose(site.worst, float(x[2]))
 
 
-def test_an_infinite_output_is_uncertified_and_says_so():
+def test_an_output_that_is_exactly_infinite_is_judged_as_that_infinity():
+    # exp past its certain overflow returned as it is: +inf is the one value the region holds
     x = torch.tensor([1.0, 89.0, 90.0, 2.0], dtype=torch.float32)
-    v = check_modes(_program("exp"), torch.exp(x.double()).float(), (x,))["fixed"]
-    assert v.outputs[0].uncertified.tolist() == [False, True, True, False]
-    assert v.certificate.holds
-    assert "exactly +inf or -inf" in v.explain(), v.explain()
+    y = torch.exp(x.double()).float()
+    for mode, v in check_modes(_program("exp"), y, (x,)).items():
+        o = v.outputs[0]
+        assert v.status == "accept" and not bool(o.uncertified.any()), (mode, v.explain())
+    for bad, special in ((torch.finfo(torch.float32).max, False), (math.nan, True), (-math.inf, True)):
+        b = y.clone()
+        b[1] = bad
+        o = check_modes(_program("exp"), b, (x,))["fixed"].outputs[0]
+        assert o.rejected.tolist() == [False, True, False, False], bad
+        assert bool(o.special[1]) == special, bad

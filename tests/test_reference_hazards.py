@@ -330,12 +330,24 @@ def test_decided_where_does_not_take_the_unselected_branchs_taint():
 
 
 def test_where_stays_uncertified_where_the_selected_branch_overflows():
+    # an fp32 product past the range (x * 3e38 for x = 2.5, 3, 3.45) may be the largest value or +inf
+    # as far as the calculus knows: the selected branch's taint stays
     @no.reference
     def selected_overflows(x):
-        return no.where(x > 0, no.exp(100.0 * x), x)
-    kernel = torch.where(X > 0, torch.exp(100.0 * X), X)
+        return no.where(x > 0, x * 3.0e38, x)
+    kernel = torch.where(X > 0, X * 3.0e38, X)
     v = evaluate(selected_overflows, X).judge((kernel,))
     assert {m: r.status for m, r in v.items()} == {"statistical": "uncertified", "fixed": "uncertified"}
+    assert v["fixed"].outputs[0].uncertified.tolist() == [[False] * 5 + [True] * 3]
+
+    # an exp past its certain overflow is +inf exactly (design §4): selected, it is judged
+    @no.reference
+    def selected_exp(x):
+        return no.where(x > 0, no.exp(100.0 * x), x)
+    kernel = torch.where(X > 0, torch.exp(100.0 * X), X)
+    v = evaluate(selected_exp, X).judge((kernel,))
+    # exp(25) is finite; exp(100) and beyond are +inf
+    assert {m: r.status for m, r in v.items()} == {"statistical": "accept", "fixed": "accept"}
 
 
 def test_undecided_where_takes_both_branches_taint():

@@ -176,8 +176,8 @@ def explain(v) -> str:
         why = v.certificate.summary()
         if v.certificate.holds and v.certificate.inputs == "finite":
             # every site holds: the region itself is not finite (verdict.regions.region_of)
-            why = ("every site's certificate holds, but the value before the store is not finite there: an "
-                   "output that is exactly +inf or -inf (an overflowed exp returned as it is) is not judged")
+            why = ("every site's certificate holds, but the value before the store is not a number with a "
+                   "finite bound there (an infinity that carries an error, or NaN)")
         lines.append(f"Uncertified: {v.n_uncertified} / {n} — {why}")
     if v.confirmation:
         lines.append(fixed_input.CONFIRMATION_TEXT[v.confirmation])

@@ -28,7 +28,9 @@ def judge_masks(fmt, centre, fixed, stat, taint, y, modes):
     for m in modes:
         r = fixed if m == "fixed" else stat
         rejected.append(~RI.accepted_interval(centre - r, centre + r, y, fmt) & keep)
-    return tuple(rejected), ~torch.isfinite(y) & keep
+    # special: NaN or an infinity where the region holds a finite value (an exact infinity's
+    # region holds only itself: the same infinity is not special, the other one is rejected)
+    return tuple(rejected), ~torch.isfinite(y) & keep & (y != centre)
 
 
 class Parts(Protocol):
@@ -183,7 +185,8 @@ class RegionJudgement:
         return self._once(("rejected", k), compute)
 
     def special(self) -> torch.Tensor:
-        return self._once("special", lambda: ~torch.isfinite(self.kernel()) & ~self.taint())
+        return self._once("special", lambda: ~torch.isfinite(self.kernel()) & ~self.taint()
+                          & (self.kernel() != self.region().centre))
 
     def any_flags(self) -> list:
         """Per mode any rejected, then any uncertified."""

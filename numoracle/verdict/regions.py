@@ -48,8 +48,16 @@ def region_of(out: Tracked, n_elements: int, p: float) -> Region:
         taint = torch.zeros_like(c, dtype=torch.bool)
     else:
         taint = taint.expand(c.shape)
-    # a radius that is not a number is a reference the calculus cannot bound
-    taint = taint | ~F.finite(fixed) | ~F.finite(c)
+    # a radius that is not a number is a reference the calculus cannot bound; an infinite
+    # centre is one too, unless it is an exact infinity (no error: a mask's -inf stored as it
+    # is, design §4), which only a program that made one can hold (Context.infinities): the
+    # kernel must store that infinity, and nothing else is in the region
+    bad_c = ~F.finite(c)
+    if out.ctx.infinities:
+        exact_inf = torch.isinf(c) & (fixed == 0)
+        bad_c = bad_c & ~exact_inf
+        stat = torch.where(exact_inf, 0.0, stat)
+    taint = taint | ~F.finite(fixed) | bad_c
     shape = out.c.shape
     return Region(fmt=out.fmt, centre=c.expand(shape), fixed=fixed.expand(shape), stat=stat.expand(shape),
                   taint=taint.expand(shape), pre=pre)
