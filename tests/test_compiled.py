@@ -80,6 +80,18 @@ def _assert_same(ve, vc):
                 assert bool(((d == 0) | (d <= 2.0 ** -45 * scale)).all()), (m, oa.name, f, float(d.max()))
 
 
+def _judged_eagerly_and_compiled(program, outs, inputs):
+    """The eager verdicts (both modes) of one call, after checking that the same call compiled
+    (learnt on a first call, compiled on the second) gives the same ones."""
+    ve = check_modes(program, outs, inputs, settings=EAGER)
+    check_modes(program, outs, inputs, settings=ALWAYS)
+    vc = check_modes(program, outs, inputs, settings=ALWAYS)
+    plan = _only_plan()
+    assert plan.fn is not None and plan.failed is None
+    _assert_same(ve, vc)
+    return ve
+
+
 @pytest.mark.parametrize("faults", [(), ("truncating_store",), ("ulp_off_store",)])
 def test_compiled_verdicts_equal_eager_ones(fresh, faults):
     """One compile (the first fault case) serves the others: same program, shapes and params."""
@@ -102,12 +114,7 @@ def test_a_program_with_an_infinite_constant_compiles_to_its_eager_verdict(fresh
     from numoracle.selftest.programs import make_inputs
     inputs = make_inputs("masked_attention", "bf16", 6, 40, "normal", 0, 3)
     outs = emulate(masked_attention, inputs, {}, Plan(seed=1))
-    ve = check_modes(masked_attention, outs, inputs, settings=EAGER)
-    check_modes(masked_attention, outs, inputs, settings=ALWAYS)
-    vc = check_modes(masked_attention, outs, inputs, settings=ALWAYS)
-    plan = _only_plan()
-    assert plan.fn is not None and plan.failed is None
-    _assert_same(ve, vc)
+    ve = _judged_eagerly_and_compiled(masked_attention, outs, inputs)
     assert ve["fixed"].status == "accept" and not bool(ve["fixed"].outputs[0].uncertified.any())
 
 
@@ -123,12 +130,7 @@ def test_an_output_that_is_exactly_infinite_compiles_to_its_eager_verdict(fresh)
     y = torch.where(keep, x, torch.tensor(-math.inf, dtype=torch.bfloat16))
     for outs, status in ((y, "accept"), (torch.where(keep, x, torch.zeros_like(x)), "reject")):
         compiled.clear()
-        ve = check_modes(_masked_logits, outs, (x, keep), settings=EAGER)
-        check_modes(_masked_logits, outs, (x, keep), settings=ALWAYS)
-        vc = check_modes(_masked_logits, outs, (x, keep), settings=ALWAYS)
-        plan = _only_plan()
-        assert plan.fn is not None and plan.failed is None
-        _assert_same(ve, vc)
+        ve = _judged_eagerly_and_compiled(_masked_logits, outs, (x, keep))
         assert ve["fixed"].status == status, ve["fixed"].explain()
 
 
@@ -147,12 +149,7 @@ def test_an_overflowing_exp_compiles_to_its_eager_verdict(fresh, scale):
     b = torch.randn(8, 64, generator=g).to(torch.bfloat16)
     af = a.float()
     y = (af / (1.0 + torch.exp(-af)) * b.float()).to(torch.bfloat16)
-    ve = check_modes(_silu_by_exp, y, (a, b), settings=EAGER)
-    check_modes(_silu_by_exp, y, (a, b), settings=ALWAYS)
-    vc = check_modes(_silu_by_exp, y, (a, b), settings=ALWAYS)
-    plan = _only_plan()
-    assert plan.fn is not None and plan.failed is None
-    _assert_same(ve, vc)
+    ve = _judged_eagerly_and_compiled(_silu_by_exp, y, (a, b))
     assert ve["fixed"].status == "accept", ve["fixed"].explain()
     assert scale == 1.0 or bool((-a.double() >= 88.75).any())
 
