@@ -544,10 +544,6 @@ def exp2_of(x):
     return 1.0 / (1.0 + no.exp2(x.to(fp32)))
 
 
-def _fp32_kernel(fn, x):
-    return fn(x.float())
-
-
 def test_an_overflowing_exp_is_exactly_infinite_and_what_follows_exact():
     """From FP32_EXP_INF on, every fp32 exp returns +inf (functions.Function.overflow_above):
     an exact value, so x / (1 + inf) is 0 and 1 - 2 / (inf + 1) is 1, certified.  Before, every
@@ -579,13 +575,13 @@ def test_an_overflowing_exp_is_exactly_infinite_and_what_follows_exact():
 def test_an_exp_argument_short_of_the_certain_overflow_stays_uncertified():
     """Between the largest argument whose exp is finite (88.72) and FP32_EXP_INF a library may
     return the largest finite value or +inf: not certified either way.  Past it, exp2 too."""
-    x = torch.tensor([[-88.75, -88.8125, -88.875, -90.0]], dtype=torch.float16)   # fp16 steps of 1/16
-    x[0, 0] = -88.6875                                                        # below the limit's reach
-    y = _fp32_kernel(lambda t: (t / (1.0 + torch.exp(-t))).half(), x)
+    # fp16 steps of 1/16 there: -88.6875 (exp finite), then the threshold itself and past it
+    x = torch.tensor([[-88.6875, -88.75, -88.8125, -90.0]], dtype=torch.float16)
+    y = (x.float() / (1.0 + torch.exp(-x.float()))).half()
     v = check_modes(silu_by_exp, y, (x,))["fixed"]
     assert v.outputs[0].uncertified.tolist() == [[False, False, False, False]], v.explain()
     near = torch.tensor([[-88.6875, -88.73]], dtype=torch.float32)       # no fp16 value lies between
-    v = check_modes(silu_by_exp, _fp32_kernel(lambda t: t / (1.0 + torch.exp(-t)), near), (near,))["fixed"]
+    v = check_modes(silu_by_exp, near / (1.0 + torch.exp(-near)), (near,))["fixed"]
     assert v.outputs[0].uncertified.tolist() == [[False, True]], (near, v.explain())
     x2 = torch.tensor([[128.0, 129.0, 200.0, -5.0]], dtype=torch.bfloat16)        # bf16 steps of 1 there
     v = check_modes(exp2_of, 1.0 / (1.0 + torch.exp2(x2.float())), (x2,))["fixed"]
