@@ -493,8 +493,7 @@ def fuzz(op, kernel="correct", *, backend="interpreter", mode="statistical", max
             result.shrink_evaluations += used
             result.shrink_seconds = time.time() - t0
             times.add("shrink", result.shrink_seconds)
-        refused = tuple((result.counterexample.failure_class or ())[:2]) == ("error", "reference")
-        if corpus is not None and refused:
+        if corpus is not None and result.counterexample.reference_refused:
             # no regression case of the kernel: the operator's own domain draws what its reference refuses
             result.save_error = ("not saved: the reference refused the operator's own drawn inputs, which the "
                                  "operator's domain or example builder has to fix (no case of the kernel to keep)")

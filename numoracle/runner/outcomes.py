@@ -92,6 +92,12 @@ class Outcome:
     def is_finding(self) -> bool:
         return self.status in FINDINGS
 
+    @property
+    def reference_refused(self) -> bool:
+        """The kernel ran, but the reference refused the drawn inputs (errors.ReferenceRefused):
+        the operator's domain or example builder is at fault, not the kernel."""
+        return tuple((self.failure_class or ())[:2]) == ("error", "reference")
+
     def shapes(self) -> str:
         """The input tensors' shapes, "[1, 3] x [3]": what a finding was shrunk to."""
         return " x ".join(str(list(x.shape)) for x in self.inputs or () if hasattr(x, "shape"))
@@ -102,8 +108,8 @@ class Outcome:
             return self.verdict.explain()
         head = {"error": "The kernel failed", "timeout": "The kernel did not return",
                 "crash": "The kernel's process died"}.get(self.status, self.status)
-        if self.failure_class and tuple(self.failure_class[:2]) == ("error", "reference"):
-            head = "The reference could not run"            # the kernel ran; its inputs do not fit the reference
+        if self.reference_refused:
+            head = "The reference could not run"
         elif self.failure_class and tuple(self.failure_class[:2]) in (("error", "outputs"), ("error", "judging")):
             head = "The kernel's outputs could not be judged"
         lines = [head + f": {self.error}"]
