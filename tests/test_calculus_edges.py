@@ -420,11 +420,18 @@ def test_a_value_just_past_the_largest_finite_rounds_to_it_and_is_judged(name, d
     x = torch.tensor([top, top, top, -top], dtype=torch.float64).to(torch.float32)
     d = torch.tensor([inside, 0.0, past, -inside], dtype=torch.float64).to(torch.float32)
     assert float(d[0]) > 0 and float(d[2]) > 0
-    stored = torch.tensor([top, top, top, -top], dtype=torch.float64).to(dtype)
+    # past the threshold the store is +inf where the format has one (an exact value, judged),
+    # and uncertain where it has not (e4m3fn: saturated or NaN, as the conversion chooses)
+    past_value = math.inf if fmt.has_inf else top
+    stored = torch.tensor([top, top, past_value, -top], dtype=torch.float64).to(dtype)
     v = check_modes(shifted, stored, (x, d), modes=("fixed", "statistical"))
     for mode, verdict in v.items():
-        assert verdict.uncertified[0].tolist() == [False, False, True, False], (mode, name)
+        assert verdict.uncertified[0].tolist() == [False, False, not fmt.has_inf, False], (mode, name)
         assert not bool(verdict.rejected[0].any()), (mode, name)
+    if fmt.has_inf:
+        finite = stored.clone()
+        finite[2] = top
+        assert check_modes(shifted, finite, (x, d), modes=("fixed",))["fixed"].rejected[0].tolist()[2]
     one_below = torch.nextafter(stored[:1].to(torch.float32), torch.tensor(0.0)).to(dtype)
     if float(one_below) != top:
         wrong = stored.clone()

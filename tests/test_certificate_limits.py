@@ -105,6 +105,11 @@ def to_fp16(x):
 
 
 @no.reference
+def exp_to_fp16(x):
+    return no.exp(x).to(fp16)
+
+
+@no.reference
 def double(x):
     return x * 2.0
 
@@ -129,11 +134,25 @@ def test_an_fp32_product_that_may_overflow_is_uncertified():
     assert v.outputs[0].uncertified.tolist() == [False, True]
 
 
-def test_a_cast_that_may_overflow_is_uncertified():
-    x = torch.tensor([65504.0, 65520.0, 70000.0], dtype=torch.float32)  # fp16 max 65504; 65520 rounds to inf
+def test_a_cast_that_certainly_overflows_is_infinite_and_one_that_may_is_uncertified():
+    # fp16's largest value is 65504, and from 65520 (half its top ulp past it) a value rounds to
+    # inf: an exact value, judged.  An fp32 exp of ln 65520 carries the library's error on both
+    # sides of 65520: it may round to 65504 or to inf, so that element is uncertified
+    x = torch.tensor([65504.0, 65520.0, 70000.0, -1e6], dtype=torch.float32)
     y = x.to(torch.float16)
-    v = _judged(to_fp16, y, x)["fixed"]
-    assert v.outputs[0].uncertified.tolist() == [False, True, True]
+    assert torch.isinf(y[1:]).all()
+    for v in _judged(to_fp16, y, x).values():
+        assert v.outputs[0].uncertified.tolist() == [False, False, False, False]
+        assert v.status == "accept", v.explain()
+    finite = y.clone()
+    finite[1] = 65504.0
+    assert _judged(to_fp16, finite, x)["fixed"].outputs[0].rejected.tolist() == [False, True, False, False]
+    t = torch.tensor([10.0, math.log(65520.0), 11.2], dtype=torch.float32)
+    y3 = torch.exp(t.double()).to(torch.float16)
+    assert torch.isinf(y3[1:]).all()
+    for v in _judged(exp_to_fp16, y3, t).values():
+        assert v.outputs[0].uncertified.tolist() == [False, True, False], v.explain()
+        assert v.outputs[0].rejected.tolist() == [False, False, False], v.explain()
 
 
 def test_an_exact_power_of_two_scaling_that_may_overflow_is_uncertified():

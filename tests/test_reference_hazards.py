@@ -379,12 +379,24 @@ def test_a_tainted_condition_leaves_the_element_uncertified():
     v = evaluate(compare_overflowed, X).judge((kernel,))
     assert {m: r.status for m, r in v.items()} == {"statistical": "uncertified", "fixed": "uncertified"}
     r = evaluate(compare_overflowed, X).regions[0]
-    # tainted exactly where the product or the difference leaves fp32's range (in float64)
+    # tainted exactly where the product leaves fp32's range (in float64): a product's rounding
+    # may be skipped by its contraction into the subtraction, so its overflow is not a value.
+    # Where the difference itself certainly overflows (-3e38 - 3.4e38, contracted or not), it is
+    # -inf exactly, and -inf < 1e37 is decided
     big = torch.finfo(torch.float32).max
     p64 = X.double() * float(torch.tensor(1e38, dtype=torch.float32))
-    leaves = (p64.abs() > big) | ((p64 - float(torch.tensor(3.4e38, dtype=torch.float32))).abs() > big)
-    assert leaves[0, 7] and not leaves[0, 2:7].any()
+    leaves = p64.abs() > big
+    assert leaves[0, 7] and not leaves[0, :7].any()
     assert torch.equal(r.taint.expand(X.shape), leaves)
+    assert ((p64 - float(torch.tensor(3.4e38, dtype=torch.float32))).abs() > big)[0, :2].all()
+    good = kernel.clone()
+    good[0, 7] = 0.0                                          # an uncertified element is not judged
+    assert {m: r.status for m, r in evaluate(compare_overflowed, X).judge((good,)).items()} \
+        == {"statistical": "uncertified", "fixed": "uncertified"}
+    flipped = kernel.clone()
+    flipped[0, 0] = -flipped[0, 0]                            # -inf < 1e37 selects x, not -x
+    assert {m: r.status for m, r in evaluate(compare_overflowed, X).judge((flipped,)).items()} \
+        == {"statistical": "reject", "fixed": "reject"}
 
 
 # ------------------------------------------------------------------- exact special arguments
@@ -495,9 +507,10 @@ def test_a_saturation_the_kernel_gets_from_infinity_is_certified_through_where()
     assert no.check(_gelu_tanh_by_exp(True), h.clone(), (h,)).status == "accept"
 
 
-def test_a_clamp_after_a_quotient_that_overflows_is_certified_through_where():
+def test_a_clamp_after_a_quotient_that_overflows_is_certified():
     # a static fp8 quantizer: x / scale overflows fp32 for bf16's largest x, and the kernel's
-    # clamp of +inf is 448 exactly
+    # clamp of +inf is 448 exactly.  A quotient certainly past fp32's range is that infinity (a
+    # division is never contracted), so the literal reference is certified as the no.where is
     from numoracle.formats import e4m3fn
 
     @no.reference
@@ -513,9 +526,29 @@ def test_a_clamp_after_a_quotient_that_overflows_is_certified_through_where():
     x = torch.tensor([[3.3895313892515355e38, -3.3895313892515355e38, 1.0]], dtype=torch.bfloat16)
     scale = torch.tensor([0.0072], dtype=torch.float32)
     stored = torch.tensor([[448.0, -448.0, 1.0 / 0.0072]]).to(torch.float8_e4m3fn)
-    lit = no.check(literal, stored, (x, scale))
-    assert lit.uncertified[0].tolist() == [[True, True, False]]
-    assert statuses(by_where, (x, scale), stored) == {"statistical": "accept", "fixed": "accept"}
     wrong = stored.clone()
     wrong[0, 0] = torch.tensor(416.0).to(torch.float8_e4m3fn)
-    assert statuses(by_where, (x, scale), wrong) == {"statistical": "reject", "fixed": "reject"}
+    for ref in (literal, by_where):
+        assert statuses(ref, (x, scale), stored) == {"statistical": "accept", "fixed": "accept"}
+        assert statuses(ref, (x, scale), wrong) == {"statistical": "reject", "fixed": "reject"}
+        # the GPU's x / y is within 2.44 ulp of the quotient (h200 profile): far past the range too
+        assert no.check(ref, stored, (x, scale), backend="gpu").status == "accept"
+        assert no.check(ref, wrong, (x, scale), backend="gpu").status == "reject"
+
+
+def test_a_quotient_just_past_the_range_is_infinite_only_where_the_division_is_correctly_rounded():
+    # x / s whose exact value is 1.0000001 times fp32's overflow threshold: a correctly rounded
+    # division (the interpreter's) returns +inf; the GPU's, within 2.44 ulp, may return the
+    # largest finite value, so there the element is uncertified rather than judged either way
+    @no.reference
+    def quotient(x, s):
+        return x / s
+    top = float(torch.finfo(torch.float32).max)
+    thr = top * (1 + 2.0 ** -25)                   # max_finite + half its ulp
+    s = torch.tensor([0.75], dtype=torch.float32)  # (not a power of two, which only scales)
+    x = torch.tensor([thr * 1.0000001 * 0.75], dtype=torch.float64).to(torch.float32)
+    assert thr * (1 + 2.0 ** -40) < float(x) / 0.75 < thr * (1 + 2.0 ** -23)
+    inf = torch.tensor([math.inf], dtype=torch.float32)
+    assert no.check(quotient, inf, (x, s)).status == "accept"
+    assert no.check(quotient, torch.tensor([top]), (x, s)).status == "reject"
+    assert no.check(quotient, inf, (x, s), backend="gpu").status == "uncertified"

@@ -491,7 +491,7 @@ class Tracked:
     # ---- rounding sites
     def _round(self, fmt: F.Format, what: str, scaled: Tensor | None = None,
                tiny_below: float | None = None, settle: bool = False,
-               known_settles: bool = False) -> "Tracked":
+               known_settles: bool = False, overflows_exactly: bool = True) -> "Tracked":
         """Round to fmt: a private rounding error of at most u|c| per element, none where
         the value is exact or where ``scaled`` says the operation only scaled by a power
         of two (those keep the underflow term).  The absolute underflow term applies below
@@ -499,7 +499,9 @@ class Tracked:
         see ``underflow_threshold``).  ``settle``: an explicit rounding (``_settle``).
         ``known_settles``: a rounding no contraction skips (a sum's): where the value is
         known exactly (R = 0), normal and at most max_finite in magnitude, the result is its
-        rounding, exactly."""
+        rounding, exactly.  ``overflows_exactly``: where the whole enclosure is past fmt's
+        overflow threshold the result is that infinity, exactly (``_certain_overflow``); False
+        for a product, whose rounding a contraction into an add may skip."""
         ctx = self.ctx
         R = self.radius()
         c = self.c
@@ -509,6 +511,9 @@ class Tracked:
         # correct store of such a value is finite), and the relative bound u|value| holds there
         thr = F.overflow_threshold(fmt)
         ok = _exact_inf_ok(mag < thr, c, R, fmt)
+        over = _certain_overflow(self, thr, fmt) if overflows_exactly and not ctx.all(ok) else None
+        if over is not None:
+            ok = ok | over
         ctx.record(label, "range", str(fmt), f"|value| < {thr:.6g} (rounds to at most {fmt.max_finite:.6g})",
                    ok, mag)
         taint = self.taint if ctx.all(ok) else _or(self.taint, ~ok)
@@ -552,6 +557,8 @@ class Tracked:
         if ctx.any((extra > 0)):
             fm = FM.add_det(fm, f"{label} (second order, underflow)", extra, ctx.condensed)
         out = Tracked(c, fmt, fm, ctx, repr_fmt=fmt, taint=taint, pre=self)
+        if over is not None:
+            out = _overflowed(out, self, over)
         if not settle:
             return out
         assert tiny_below is None, "a settled rounding's underflow test is at fmt's smallest normal"
@@ -975,7 +982,7 @@ def _mul(x: Tracked, y: Tracked, fmt, shape, taint) -> Tracked:
     # exactly, as a Python number does
     masks = [_pow2_scale(s) for s in (y, x) if s.c.numel() == 1]
     scaled = next((m for m in masks if m is not None), None)
-    return t._round(fmt, f"{fmt} mul", scaled=scaled, tiny_below=thr)
+    return t._round(fmt, f"{fmt} mul", scaled=scaled, tiny_below=thr, overflows_exactly=False)
 
 
 def scale_pow2(x: Tracked, g, taint) -> Tracked:
@@ -1054,7 +1061,7 @@ def _div(x: Tracked, y: Tracked, fmt, shape, taint, call: str = "div") -> Tracke
     # an exactly known divisor that is a power of two (a count of 64 rows) only scales, as a
     # Python number does; decided per element on the device
     return _library_error(t, call, x_abs=None, what="division" if call in ("div", "recip") else call,
-                          scaled=_pow2_scale(y))
+                          scaled=_pow2_scale(y), overflows=True)
 
 
 # Under flush-to-zero a subnormal argument becomes 0.  At a pole (rsqrt, log, reciprocal) the
@@ -1151,13 +1158,14 @@ def _image_cap(ctx: Context, fm: FM.Form, rem: Tensor, f, wlo: Tensor, whi: Tens
 
 
 def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | None = None,
-                   below: float | None = None) -> Tracked:
+                   below: float | None = None, overflows: bool = False) -> Tracked:
     """Add the math library's error for ``call`` to an exact function value t; where
     ``scaled`` is set (a division by a power of two) only the underflow's.  ``below``: the
     function's values lie strictly inside (-below, below), so the error is counted in ulps
     of values under it (the calibration's unit is the ulp of the exact value's binade).
     The result is a value of fp32: where the enclosure holds one fp32 value only, that
-    value is exact."""
+    value is exact.  ``overflows`` (a division): where the exact value is past the overflow
+    threshold by more than the call's error, its result is that infinity, exactly."""
     ctx = t.ctx
     model = ctx.profile.model(call)
     label = ctx.label(f"{what} ({_ulps_text(model)})")
@@ -1174,6 +1182,14 @@ def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | Non
         # centre +inf with an error is out of the function's domain, tainted there already
         exact_inf = t.c == math.inf
         ok = ok | exact_inf
+    over = None
+    if overflows and not model.b and not ctx.all(ok):
+        # within a ulps of the exact value q means at least q (1 - a 2^-23) (an fp32 ulp is at
+        # most 2^-23 of the value): past the threshold, only an infinity is that close
+        over = _certain_overflow(t, F.overflow_threshold(F.fp32), F.fp32,
+                                 margin=1.0 / (1.0 - model.a * 2.0 ** -23))
+        if over is not None:
+            ok = ok | over
     ctx.record(label, "range", "fp32", f"|value| <= {F.fp32.max_finite:.6g}", ok, mag)
     taint = t.taint if ctx.all(ok) else _or(t.taint, ~ok)
     ulps = model.ulps(x_abs) if (x_abs is not None and model.b) else model.a
@@ -1191,6 +1207,8 @@ def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | Non
         err = torch.where(scaled, under, err)
     fm = FM.add_det(t.form, label, err, ctx.condensed)
     out = Tracked(t.c, F.fp32, fm, ctx, taint=taint)
+    if over is not None:
+        out = _overflowed(out, t, over)
     # (a value per row, last axis 1, keeps the check: it costs nothing there, and without its
     # select Inductor inlined layer_norm's row rsqrt into the per-element loops and split them,
     # 14.5 -> 18.3 ms at 10^6: docs/results/2026-12-05-cpu-vector-reductions.md)
@@ -1262,6 +1280,42 @@ def _exact_inf_ok(ok: Tensor, c: Tensor, R: Tensor, fmt) -> Tensor:
     """A range check's ``ok``, with an exact infinity (no error) counted in range where fmt has
     infinities: a mask's -inf carried through exact arithmetic is a value, not an overflow."""
     return ok | ((c.abs() == math.inf) & (R == 0)) if fmt.has_inf else ok
+
+
+# |c| - R is one float64 rounding of the real lower end: past the threshold by more than that
+# rounding, the real end is past it too
+_OVER_SLACK = 1.0 + 2.0 ** -50
+
+
+def _certain_overflow(t: Tracked, thr: float, fmt, margin: float = 1.0) -> Tensor | None:
+    """Elements whose whole enclosure lies past ``thr * margin`` (one sign): the kernel's
+    rounding of them to fmt is that signed infinity, whatever the error (round to nearest takes
+    every |value| >= the overflow threshold ``thr`` to infinity; ``margin`` > 1 for a call that
+    is not correctly rounded).  A value known exactly (R = 0) is compared as it is.  Untainted
+    elements only; None where fmt has no infinity or no element overflows certainly."""
+    if not fmt.has_inf:
+        return None
+    R = t.radius()
+    over = (t.c.abs() - R) >= thr * margin * _OVER_SLACK
+    if margin == 1.0:
+        over = over | ((R == 0) & (t.c.abs() >= thr))
+    if t.taint is not None:
+        over = over & ~t.taint
+    return over if t.ctx.any(over) else None
+
+
+def _overflowed(out: Tracked, pre: Tracked, over: Tensor) -> Tracked:
+    """``out`` (a rounding of ``pre`` to out.fmt) with the elements ``over`` certainly past the
+    range made exact infinities of pre's sign, and untainted: an infinity is a value (design §4,
+    "Exact infinities").  The value before the store is that infinity too, so an output judges
+    it as one (``verdict.regions``)."""
+    ctx = out.ctx
+    ctx.infinities = True
+    c = torch.where(over, torch.where(pre.c > 0, math.inf, -math.inf), out.c)
+    taint = None if out.taint is None else out.taint & ~over
+    before = Tracked(c, pre.fmt, FM.masked(pre.form, ~over), ctx, repr_fmt=pre.repr_fmt, taint=pre.taint)
+    return Tracked(c, out.fmt, FM.masked(out.form, ~over), ctx, repr_fmt=out.repr_fmt, taint=taint,
+                   pre=before)
 
 
 def _exact_infinity(x: Tracked) -> Tensor:
