@@ -105,6 +105,11 @@ def to_fp16(x):
 
 
 @no.reference
+def exp_times(a, b):
+    return no.exp(a) * b
+
+
+@no.reference
 def exp_to_fp16(x):
     return no.exp(x).to(fp16)
 
@@ -128,37 +133,39 @@ def _judged(program, y, *inputs):
     return check_modes(program, y, inputs)
 
 
-def test_an_fp32_product_that_may_overflow_is_uncertified():
-    x = torch.tensor([1.8e19, 1.85e19], dtype=torch.float32)       # x*x: 3.24e38 (in range), 3.42e38
-    v = _judged(square, (x.double() ** 2).float(), x)["fixed"]
-    assert v.outputs[0].uncertified.tolist() == [False, True]
-
-
-def test_a_cast_that_certainly_overflows_is_infinite_and_one_that_may_is_uncertified():
-    # fp16's largest value is 65504, and from 65520 (half its top ulp past it) a value rounds to
-    # inf: an exact value, judged.  An fp32 exp of ln 65520 carries the library's error on both
-    # sides of 65520: it may round to 65504 or to inf, so that element is uncertified
-    x = torch.tensor([65504.0, 65520.0, 70000.0, -1e6], dtype=torch.float32)
-    y = x.to(torch.float16)
-    assert torch.isinf(y[1:]).all()
-    for v in _judged(to_fp16, y, x).values():
-        assert v.outputs[0].uncertified.tolist() == [False, False, False, False]
+def test_an_fp32_product_that_may_overflow_is_uncertified_and_one_that_must_is_stored_infinite():
+    # x*x: 3.24e38 (in range); 3.42e38, certainly past fp32's overflow threshold: the kernel
+    # stores +inf, an exact value
+    x = torch.tensor([1.8e19, 1.85e19], dtype=torch.float32)
+    y = x * x
+    assert torch.isinf(y[1])
+    for v in _judged(square, y, x).values():
+        assert v.outputs[0].uncertified.tolist() == [False, False]
         assert v.status == "accept", v.explain()
     finite = y.clone()
-    finite[1] = 65504.0
-    assert _judged(to_fp16, finite, x)["fixed"].outputs[0].rejected.tolist() == [False, True, False, False]
-    t = torch.tensor([10.0, math.log(65520.0), 11.2], dtype=torch.float32)
-    y3 = torch.exp(t.double()).to(torch.float16)
-    assert torch.isinf(y3[1:]).all()
-    for v in _judged(exp_to_fp16, y3, t).values():
-        assert v.outputs[0].uncertified.tolist() == [False, True, False], v.explain()
-        assert v.outputs[0].rejected.tolist() == [False, False, False], v.explain()
+    finite[1] = torch.finfo(torch.float32).max
+    assert _judged(square, finite, x)["fixed"].outputs[0].rejected.tolist() == [False, True]
+    # exp(80) * b with b = threshold / exp(80): exp's error puts the product's enclosure on both
+    # sides of the threshold, so the kernel may store the largest value or +inf
+    thr = float(torch.finfo(torch.float32).max) * (1 + 2.0 ** -25)
+    a = torch.tensor([80.0, 80.0], dtype=torch.float32)
+    b = torch.tensor([1000.0, thr / math.exp(80.0)], dtype=torch.float32)
+    y = (torch.exp(a.double()) * b.double()).float()
+    for v in _judged(exp_times, y, a, b).values():
+        assert v.outputs[0].uncertified.tolist() == [False, True], v.explain()
+        assert v.n_rejected == 0, v.explain()
 
 
-def test_an_exact_power_of_two_scaling_that_may_overflow_is_uncertified():
+def test_an_exact_power_of_two_scaling_past_the_range_is_stored_infinite():
     x = torch.tensor([1.7e38, 1.71e38], dtype=torch.float32)       # 2x: 3.4e38 in range, 3.42e38 not
-    v = _judged(double, (x.double() * 2).float(), x)["fixed"]
-    assert v.outputs[0].uncertified.tolist() == [False, True]
+    y = x * 2
+    assert torch.isinf(y[1])
+    for v in _judged(double, y, x).values():
+        assert v.outputs[0].uncertified.tolist() == [False, False]
+        assert v.status == "accept", v.explain()
+    finite = y.clone()
+    finite[1] = torch.finfo(torch.float32).max
+    assert _judged(double, finite, x)["fixed"].outputs[0].rejected.tolist() == [False, True]
 
 
 def test_a_sum_whose_partial_sums_may_overflow_is_uncertified():

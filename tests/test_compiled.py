@@ -154,6 +154,43 @@ def test_an_overflowing_exp_compiles_to_its_eager_verdict(fresh, scale):
     assert scale == 1.0 or bool((-a.double() >= 88.75).any())
 
 
+@no.reference
+def _static_fp8(x, scale):
+    return no.clamp(x.to(F.fp32) / scale, -448.0, 448.0).to(F.e4m3fn)
+
+
+def test_a_case_the_traced_calculus_leaves_uncertified_is_judged_eagerly(fresh, monkeypatch):
+    """A quotient certainly past fp32's range is +inf exactly in an eager verdict; the traced
+    calculus takes the general path, where such an element is uncertified, so a compiled call
+    whose flags say uncertified is judged eagerly, and gives the eager verdict."""
+    import sys
+    C = sys.modules["numoracle.check"]          # (numoracle.check, the attribute, is the function)
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(8, 64, generator=g).to(torch.bfloat16)
+    scale = torch.tensor([0.01], dtype=torch.float32)
+
+    def quantized(x):
+        return torch.clamp(x.float() / scale, -448.0, 448.0).to(torch.float8_e4m3fn)
+    big = x.clone()
+    big[2, 3], big[5, 0] = 3.3e38, -3.3e38                    # x / 0.01 is past fp32's range
+    for _ in range(2):
+        check_modes(_static_fp8, quantized(x), (x, scale), settings=ALWAYS)
+    assert _only_plan().fn is not None
+    evaluated = []
+    real = C.evaluate
+    monkeypatch.setattr(C, "evaluate", lambda *a, **k: evaluated.append(1) or real(*a, **k))
+    v = check_modes(_static_fp8, quantized(x), (x, scale), settings=ALWAYS)
+    assert v["fixed"].status == "accept" and not evaluated
+    v = check_modes(_static_fp8, quantized(big), (big, scale), settings=ALWAYS)
+    assert v["fixed"].status == "accept" and evaluated, v["fixed"].explain()
+    assert not bool(v["fixed"].outputs[0].uncertified.any())
+    wrong = quantized(big)
+    wrong[2, 3] = 416.0
+    v = check_modes(_static_fp8, wrong, (big, scale), settings=ALWAYS)
+    assert v["fixed"].outputs[0].rejected[2, 3] and int(v["fixed"].outputs[0].rejected.sum()) == 1
+    assert _only_plan().failed is None
+
+
 @no.reference(outputs=("y",))
 def _linear(a, b, c):
     return no.maximum(no.matmul(a, b, acc=F.fp32) + c, 0.0).to(F.bf16)

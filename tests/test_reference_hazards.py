@@ -507,6 +507,65 @@ def test_a_saturation_the_kernel_gets_from_infinity_is_certified_through_where()
     assert no.check(_gelu_tanh_by_exp(True), h.clone(), (h,)).status == "accept"
 
 
+def test_a_cube_past_the_range_is_followed_to_its_saturation():
+    # h * h * h overflows fp32 from |h| near 7e12 (0.044715 h^3 past 3.4e38): the kernel's cube
+    # is +-inf, so u, exp(2u) and t follow as infinities and 0.5 h (1 + t) is h or 0 exactly.  The
+    # literal reference follows it: a product certainly past the range is that infinity for
+    # every operation but an add, and h + inf is past the range whether or not the add is an FMA
+    x = torch.tensor([[20.0, 1e13, 1e20, 3e38, -1e13, -1e20, -3e38, 1.0]], dtype=torch.float32)
+    h = x.double()
+    kernel = torch.where(x > 0, x, torch.zeros_like(x))
+    kernel[0, 0], kernel[0, 7] = x[0, 0], float((0.5 * h * (1 + torch.tanh(0.7978845608028654 * (h + 0.044715 * h ** 3))))[0, 7])
+    for backend in ("interpreter", "gpu"):
+        v = no.check(_gelu_tanh_by_exp(False), kernel, (x,), backend=backend)
+        assert v.status == "accept", (backend, v.explain())
+        off = kernel.clone()
+        off[0, 2] = 0.0
+        v = no.check(_gelu_tanh_by_exp(False), off, (x,), backend=backend)
+        assert v.outputs[0].rejected.tolist() == [[False, False, True] + [False] * 5], backend
+
+
+@no.reference
+def _product_plus(x, y, z):
+    return x * y + z
+
+
+@no.reference
+def _minus_product_plus(x, y, z):
+    return -(x * y) + z
+
+
+@no.reference
+def _sum_of_products(x, y):
+    return no.sum(x * y, axis=-1)
+
+
+def test_a_product_past_the_range_that_an_fma_may_bring_back_is_uncertified():
+    # x * y = 3.45e38 is past fp32's range: rounded, it is +inf and so is inf + z; in an FMA
+    # (the GPU contracts x * y + z) the sum is rounded once, and 3.45e38 - 3.4e38 is finite.
+    # Only where x * y + z is itself certainly past the range do both give the same infinity
+    x = torch.tensor([3.45e19, 3.45e19, 3.45e19, 1e19], dtype=torch.float32)
+    y = torch.full((4,), 1e19, dtype=torch.float32)
+    z = torch.tensor([-3.4e38, 1e38, -1e30, 1.0], dtype=torch.float32)
+    fused = (x.double() * y.double() + z.double()).float()
+    assert torch.isinf(fused[1:3]).all() and not torch.isinf(fused[0])
+    for prog, sign in ((_product_plus, 1.0), (_minus_product_plus, -1.0)):
+        zz = z * sign
+        want = (sign * x.double() * y.double() + zz.double()).float()
+        v = no.check(prog, want, (x, y, zz))
+        assert v.outputs[0].uncertified.tolist() == [True, False, False, False], prog.name
+        assert v.n_rejected == 0, v.explain()
+        wrong = want.clone()
+        wrong[1] = -want[1]
+        assert no.check(prog, wrong, (x, y, zz)).outputs[0].rejected.tolist() == [False, True, False, False]
+    # a reduction may contract its products too: a row whose product is past the range stays
+    # uncertified
+    a = torch.tensor([[3.45e19, 1.0], [1e19, 1e19]])
+    b = torch.tensor([[1e19, 1.0], [1e19, 1e19]])
+    v = no.check(_sum_of_products, torch.tensor([math.inf, 2e38]), (a, b))
+    assert v.outputs[0].uncertified.tolist() == [True, False], v.explain()
+
+
 def test_a_clamp_after_a_quotient_that_overflows_is_certified():
     # a static fp8 quantizer: x / scale overflows fp32 for bf16's largest x, and the kernel's
     # clamp of +inf is 448 exactly.  A quotient certainly past fp32's range is that infinity (a

@@ -353,14 +353,15 @@ def _where_taint(v: Tensor, cnd: Cond, ta, tb, shape):
 
 
 def maximum(a, b) -> Tracked:
+    # tl.maximum takes its operands rounded (no FMA reaches through it)
     proto = a if isinstance(a, Tracked) else b
-    a, b = proto._coerce(a), proto._coerce(b)
+    a, b = proto._coerce(a).rounded(), proto._coerce(b).rounded()
     return where(a >= b, a, b)
 
 
 def minimum(a, b) -> Tracked:
     proto = a if isinstance(a, Tracked) else b
-    a, b = proto._coerce(a), proto._coerce(b)
+    a, b = proto._coerce(a).rounded(), proto._coerce(b).rounded()
     return where(a <= b, a, b)
 
 

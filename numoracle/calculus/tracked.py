@@ -400,7 +400,7 @@ class Tracked:
     """A value of the reference program, as a kernel would hold it."""
 
     __slots__ = ("c", "fmt", "repr_fmt", "form", "ctx", "taint", "pre", "_R", "k", "scaled_by", "dot_fold",
-                 "known")
+                 "known", "overflow")
     __array_priority__ = 1000
 
     def __init__(self, c, fmt, form, ctx, *, repr_fmt=None, taint=None, pre=None, known=False):
@@ -421,6 +421,10 @@ class Tracked:
         # perhaps widened, negated, its magnitude taken, sliced or reshaped: a sum of two such is
         # decided (_binary).  The emulator marks at least these (selftest.emulator.Emulated.known)
         self.known = known
+        # a product's elements certainly past its format's range: tainted, as a contraction into
+        # an add may skip the rounding that makes them infinite, but read as that infinity by
+        # every operation that cannot be contracted with it (``rounded``)
+        self.overflow = None
 
     # ---- basics
     @property
@@ -437,6 +441,16 @@ class Tracked:
 
     def __repr__(self):
         return f"Tracked({self.fmt}, shape={self.shape})"
+
+    def rounded(self) -> "Tracked":
+        """The value as an operation that takes the rounded result reads it (a product, a
+        quotient, a comparison, a math call, a narrowing cast, a maximum, a store): where a
+        product is certainly past its format's range (``overflow``), that infinity, exactly.
+        Only an add or subtract may be contracted with a product (an FMA rounds once, so the
+        sum may be finite): ``_binary`` judges those itself."""
+        if self.overflow is None:
+            return self
+        return _overflowed(self, self.pre if self.pre is not None else self, self.overflow)
 
     def radius(self) -> Tensor:
         """Worst-case (fixed-input) radius of the enclosure."""
@@ -501,7 +515,8 @@ class Tracked:
         known exactly (R = 0), normal and at most max_finite in magnitude, the result is its
         rounding, exactly.  ``overflows_exactly``: where the whole enclosure is past fmt's
         overflow threshold the result is that infinity, exactly (``_certain_overflow``); False
-        for a product, whose rounding a contraction into an add may skip."""
+        for a product, whose rounding a contraction into an add may skip: those elements stay
+        tainted, marked for the operations that read them rounded (``Tracked.rounded``)."""
         ctx = self.ctx
         R = self.radius()
         c = self.c
@@ -511,8 +526,8 @@ class Tracked:
         # correct store of such a value is finite), and the relative bound u|value| holds there
         thr = F.overflow_threshold(fmt)
         ok = _exact_inf_ok(mag < thr, c, R, fmt)
-        over = _certain_overflow(self, thr, fmt) if overflows_exactly and not ctx.all(ok) else None
-        if over is not None:
+        over = _certain_overflow(self, thr, fmt) if not ctx.all(ok) else None
+        if over is not None and overflows_exactly:
             ok = ok | over
         ctx.record(label, "range", str(fmt), f"|value| < {thr:.6g} (rounds to at most {fmt.max_finite:.6g})",
                    ok, mag)
@@ -558,6 +573,8 @@ class Tracked:
             fm = FM.add_det(fm, f"{label} (second order, underflow)", extra, ctx.condensed)
         out = Tracked(c, fmt, fm, ctx, repr_fmt=fmt, taint=taint, pre=self)
         if over is not None:
+            if not overflows_exactly:
+                return _pending(out, over)
             out = _overflowed(out, self, over)
         if not settle:
             return out
@@ -575,7 +592,9 @@ class Tracked:
             if fmt == self.fmt:
                 t.dot_fold = self.dot_fold     # a no-op cast: Triton still folds an add into the dot
             return t
-        return self._round(fmt, f"round to {fmt} (.to)", settle=True)
+        # a narrowing cast takes a product's rounded value; a widening one may not (an FMA in
+        # the wider format), and leaves the mark behind
+        return self.rounded()._round(fmt, f"round to {fmt} (.to)", settle=True)
 
     def _settle(self, src: "Tracked", normal: Tensor, rlo: Tensor | None = None) -> "Tracked":
         """A cast whose whole enclosure rounds to one value of its format has
@@ -634,9 +653,19 @@ class Tracked:
             x, y = y, x
         fmt = self.fmt if isinstance(other, (int, float)) else promote(x.fmt, y.fmt)
         shape = broadcast_shapes(x.c.shape, y.c.shape)
+        if op in ("mul", "div"):
+            x, y = x.rounded(), y.rounded()
         x, y = x._promoted(shape), y._promoted(shape)
         cond = self.ctx.condensed
-        taint = _or(x.taint, y.taint)
+        # an operand product certainly past its range (``Tracked.overflow``) that an FMA may
+        # contract with this add (a promotion that rebuilt the operand dropped the mark, and the
+        # taint stays)
+        pend = _or(x.overflow, y.overflow) if op in ("add", "sub") else None
+        if pend is not None:
+            pend = pend.expand(shape)
+            taint = _or(_unmarked_taint(x), _unmarked_taint(y))
+        else:
+            taint = _or(x.taint, y.taint)
         if taint is not None:
             taint = taint.expand(shape) if taint.shape != shape else taint
         if op == "add":
@@ -669,6 +698,16 @@ class Tracked:
             fm = FM.masked(fm, ~inf)
             if taint is not None:
                 taint = taint & ~inf
+        if pend is not None:
+            # a product past the range plus a finite value: RN(p) is infinite and so is RN(p) + y,
+            # but an FMA rounds p + y once.  Where that sum is certainly past the range too, both
+            # are the same infinity (the rounding below makes it so).  Two such products may both
+            # round (inf - inf is NaN); there, and elsewhere, the element is uncertified
+            R = FM.fixed_radius(fm, c)
+            sure = pend & torch.isfinite(c) & ((c.abs() - R) >= F.overflow_threshold(fmt) * _OVER_SLACK)
+            if x.overflow is not None and y.overflow is not None:
+                sure = sure & ~(x.overflow & y.overflow).expand(shape)
+            taint = _or(taint, pend & ~sure)
         t = Tracked(c, fmt, fm, self.ctx, taint=taint)
         # a sum's rounding is never skipped (contraction fuses a product into an add, not an
         # add into anything)
@@ -684,11 +723,15 @@ class Tracked:
     def __rtruediv__(self, o): return self._binary(o, "div", reverse=True)
 
     def __neg__(self):
-        return Tracked(-self.c, self.fmt, FM.scale(self.form, -1.0), self.ctx,
-                       repr_fmt=self.repr_fmt, taint=self.taint, known=self.known)
+        # -(a * b) + c is still an FMA: a product's mark stays
+        t = Tracked(-self.c, self.fmt, FM.scale(self.form, -1.0), self.ctx,
+                    repr_fmt=self.repr_fmt, taint=self.taint, known=self.known)
+        t.overflow = self.overflow
+        return t
 
     def __abs__(self):
         # |x| is 1-Lipschitz; where the sign is known it is +-x exactly
+        self = self.rounded()
         sign = torch.sign(self.c)
         R = self.radius()
         unknown = self.c.abs() <= R
@@ -705,12 +748,13 @@ class Tracked:
 
     # ---- comparisons (decided by the centre; undecided where enclosures touch)
     def _cmp(self, other, op):
-        y = self._coerce(other)
-        d = self.c - y.c
-        r = self.radius() + y.radius()
+        y = self._coerce(other).rounded()
+        x = self.rounded()
+        d = x.c - y.c
+        r = x.radius() + y.radius()
         val = {"gt": d > 0, "ge": d >= 0, "lt": d < 0, "le": d <= 0, "eq": d == 0, "ne": d != 0}[op]
         undecided = (d.abs() <= r) & (r > 0)
-        taint = _or(self.taint, y.taint)
+        taint = _or(x.taint, y.taint)
         if taint is not None:
             taint = taint.expand(val.shape) if taint.shape != val.shape else taint
         return Cond(val, undecided if self.ctx.any(undecided) else None, taint)
@@ -977,7 +1021,7 @@ def _mul(x: Tracked, y: Tracked, fmt, shape, taint) -> Tracked:
     thr = underflow_threshold(x.repr_fmt.precision, y.repr_fmt.precision, fmt)
     # a product of values with p1 + p2 <= p significand bits is exact in p bits
     if x.repr_fmt.precision + y.repr_fmt.precision <= fmt.precision:
-        return _underflow_only(t, fmt, f"{fmt} mul (exact)", thr)
+        return _product_range(_underflow_only(t, fmt, f"{fmt} mul (exact)", thr), t, fmt)
     # a runtime scalar (one element: testing it costs nothing) that is a power of two scales
     # exactly, as a Python number does
     masks = [_pow2_scale(s) for s in (y, x) if s.c.numel() == 1]
@@ -992,7 +1036,7 @@ def scale_pow2(x: Tracked, g, taint) -> Tracked:
     t = Tracked(x.c * g, fmt, FM.scale(x.form, g), ctx, repr_fmt=x.repr_fmt, taint=taint)
     if g >= 1:
         # exact, but the scaled value may leave the format's range: a site of its own
-        return _range_only(t, fmt, f"{fmt} mul by {ctx.number(g)}")
+        return _product_range(_range_only(t, fmt, f"{fmt} mul by {ctx.number(g)}"), t, fmt)
     # scaling down is exact only while the result stays normal
     u = _underflow_only(t, fmt, f"{fmt} mul by {ctx.number(g)}")
     return Tracked(u.c, fmt, u.form, ctx, repr_fmt=x.repr_fmt, taint=u.taint)
@@ -1076,6 +1120,7 @@ _FTZ_FLUSH_ABS = {"sqrt": 2.0 ** -63, "erf": 1.1283791670955126 * F.fp32.min_nor
 def _exact_fn(x: Tracked, name: str) -> Tracked:
     """f(x) as exact real function of the kernel's value: first order plus a
     rigorous remainder; no library error yet."""
+    x = x.rounded()
     ctx = x.ctx
     f = FUNCTIONS[name]
     R = x.radius()
@@ -1292,8 +1337,12 @@ def _certain_overflow(t: Tracked, thr: float, fmt, margin: float = 1.0) -> Tenso
     rounding of them to fmt is that signed infinity, whatever the error (round to nearest takes
     every |value| >= the overflow threshold ``thr`` to infinity; ``margin`` > 1 for a call that
     is not correctly rounded).  A value known exactly (R = 0) is compared as it is.  Untainted
-    elements only; None where fmt has no infinity or no element overflows certainly."""
-    if not fmt.has_inf:
+    elements only; None where fmt has no infinity or no element overflows certainly, and in a
+    traced run: there these elements stay uncertified, and a compiled verdict with an uncertified
+    element is judged eagerly (``verdict.compiled.plan``), so a verdict is the same either way
+    while the compiled code carries none of this (it made layer_norm's 54% slower,
+    docs/results/2026-12-07-certain-overflow.md)."""
+    if not fmt.has_inf or t.ctx.traced:
         return None
     R = t.radius()
     over = (t.c.abs() - R) >= thr * margin * _OVER_SLACK
@@ -1316,6 +1365,32 @@ def _overflowed(out: Tracked, pre: Tracked, over: Tensor) -> Tracked:
     before = Tracked(c, pre.fmt, FM.masked(pre.form, ~over), ctx, repr_fmt=pre.repr_fmt, taint=pre.taint)
     return Tracked(c, out.fmt, FM.masked(out.form, ~over), ctx, repr_fmt=out.repr_fmt, taint=taint,
                    pre=before)
+
+
+def _unmarked_taint(x: Tracked) -> Tensor | None:
+    """x's taint but for its elements marked as a product past the range (``Tracked.overflow``)."""
+    if x.overflow is None or x.taint is None:
+        return x.taint
+    return x.taint & ~x.overflow
+
+
+def _pending(out: Tracked, over: Tensor) -> Tracked:
+    """A product's rounding ``out`` (tainted where ``over``), with ``over`` marked: its finite
+    centres past the range, which an operation that cannot be contracted with the product reads
+    as infinities (``Tracked.rounded``)."""
+    over = over & torch.isfinite(out.c)      # an exact infinity times a value is one already
+    if out.ctx.any(over):
+        out.overflow = over
+    return out
+
+
+def _product_range(out: Tracked, t: Tracked, fmt) -> Tracked:
+    """An exact product ``out`` (of enclosure ``t``) checked against fmt's range alone: where
+    ``t`` is certainly past the overflow threshold, marked as a rounded product's are."""
+    if out.taint is None or out.ctx.all(~out.taint):
+        return out
+    over = _certain_overflow(t, F.overflow_threshold(fmt), fmt)
+    return out if over is None else _pending(out, over)
 
 
 def _exact_infinity(x: Tracked) -> Tensor:
@@ -1359,9 +1434,10 @@ def apply(x: Tracked, name: str, call: str | None = None) -> Tracked:
     if x.fmt is not F.fp32:
         raise InvalidArgument(f"{name} of a {x.fmt} value: math calls take fp32 (or bf16/fp16) "
                               f"arguments; add .to(fp32) as the kernel does.")
-    t = _exact_fn(x, name)
-    R = x.radius()
-    x_abs = torch.maximum((x.c - R).abs(), (x.c + R).abs())
+    xr = x.rounded()
+    t = _exact_fn(xr, name)
+    R = xr.radius()
+    x_abs = torch.maximum((xr.c - R).abs(), (xr.c + R).abs())
     # a profile measured in ulps below 1 for functions inside (-1, 1) lets a saturated value
     # count its error in 2^-24, not the 2^-23 of the binade its float64 centre 1.0 is in
     below = FUNCTIONS[name].strict_bound if x.ctx.profile.units_below_one else None

@@ -228,6 +228,12 @@ def _library(plan: Plan, exact: Tensor, call: str, x_abs, name: str | None = Non
     slack = torch.clamp(k - 0.5, min=0.0)
     if plan.math == "exact" or not bool((slack > 0).any()):
         return F.round(exact, F.fp32)
+    # an infinite exact value (exp past float64's range) is what the library returns past its
+    # overflow: ulps of it are not a number
+    return torch.where(torch.isinf(exact), exact, _within(plan, exact, k, slack, name))
+
+
+def _within(plan: Plan, exact: Tensor, k: Tensor, slack: Tensor, name) -> Tensor:
     mag = exact.abs()
     if name in _BELOW_ONE and plan.profile.units_below_one:
         mag = mag.clamp(max=1.0 - 2.0 ** -24)

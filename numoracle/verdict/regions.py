@@ -38,7 +38,9 @@ class Region:
 def region_of(out: Tracked, n_elements: int, p: float) -> Region:
     """The region of a program output: the final rounding to the output format is left
     to the rounding-interval check, so the interval is the one of the value before that
-    rounding."""
+    rounding.  A store takes a product rounded: one certainly past the range is stored as
+    that infinity (``Tracked.rounded``)."""
+    out = out.rounded()
     pre = out.pre if out.pre is not None else out
     c = pre.c
     fixed = fixed_input.radius(pre, n_elements, p)

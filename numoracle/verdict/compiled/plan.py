@@ -349,6 +349,11 @@ class Plan:
         except Exception as exc:      # never let the fast path change a verdict: judge eagerly
             self._fail(exc)
             return None
+        if self._any_uncertified(flags):
+            # the traced calculus takes every general path; the eager one certifies some elements
+            # it cannot (a value certainly past its format's range is that infinity, design §4.1),
+            # and elements it leaves uncertified are rare: they are judged eagerly
+            return None
         policy = "finite"
         if flags[-1]:
             if self.nonfinite == "error":
@@ -386,6 +391,16 @@ class Plan:
                     region=functools.partial(_region_tensors, part), flags=list(flags[at:at + n])))
             at += n
         return judged, Certificate(inputs=policy, compute=lambda: eager()[0]), policy
+
+    def _any_uncertified(self, flags) -> bool:
+        """Whether a call's flags (per output: any rejected per mode, or a quantizer's one, then
+        any uncertified) say an element is uncertified."""
+        at = 0
+        for quant in self.quant_outputs:
+            at += 2 if quant else len(self.modes) + 1
+            if flags[at - 1]:
+                return True
+        return False
 
     def _compare_with_eager(self, tensors, flags, regions, policy_only=False) -> None:
         """The first compiled call against the same tensor code run eagerly: equal flags, and
