@@ -208,3 +208,39 @@ def test_an_output_that_is_exactly_infinite_is_judged_as_that_infinity():
         o = check_modes(_program("exp"), b, (x,))["fixed"].outputs[0]
         assert o.rejected.tolist() == [False, True, False, False], bad
         assert bool(o.special[1]) == special, bad
+
+
+def test_an_rms_norm_row_whose_sum_of_squares_overflows_is_judged():
+    # a row holding bf16's largest value: its square is past fp32's range, so the row's mean
+    # square is +inf in every order, rsqrt(+inf) is exactly 0 and the row's outputs are 0
+    from numoracle.operators.references import rms_norm
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 64, generator=g).to(torch.bfloat16)
+    x[1, 5] = torch.finfo(torch.bfloat16).max
+    x[2, 7] = -torch.finfo(torch.bfloat16).max
+    w = torch.randn(64, generator=g).to(torch.bfloat16)
+    xf = x.float()
+    r = torch.rsqrt((xf * xf).mean(-1, keepdim=True) + 1e-6)
+    y = (xf * r).to(torch.bfloat16) * w
+    assert r[1:].eq(0).all() and y[1:].eq(0).all()
+    for backend in ("interpreter", "gpu"):
+        v = no.check(rms_norm, (y, r.squeeze(-1)), (x, w), backend=backend)
+        assert v.status == "accept", (backend, v.explain())
+        bad = y.clone()
+        bad[1, 3] = 2.0 ** -10
+        v = no.check(rms_norm, (bad, r.squeeze(-1)), (x, w), backend=backend)
+        assert v.outputs[0].rejected.nonzero().tolist() == [[1, 3]], backend
+
+
+@no.reference
+def signed_row_sum(x, y):
+    return no.sum(x * y, axis=-1)
+
+
+def test_a_sum_with_a_product_past_the_range_and_terms_of_both_signs_is_uncertified():
+    # rounded first, 3.45e38 is +inf and so is the sum; fused into the adds, -3.4e38 brings
+    # it back: nothing decides it
+    x = torch.tensor([[3.45e19, -3.4e19, 1.0]], dtype=torch.float32)
+    y = torch.tensor([[1e19, 1e19, 1.0]], dtype=torch.float32)
+    v = no.check(signed_row_sum, torch.tensor([math.inf]), (x, y))
+    assert v.outputs[0].uncertified.tolist() == [True]

@@ -558,12 +558,13 @@ def test_a_product_past_the_range_that_an_fma_may_bring_back_is_uncertified():
         wrong = want.clone()
         wrong[1] = -want[1]
         assert no.check(prog, wrong, (x, y, zz)).outputs[0].rejected.tolist() == [False, True, False, False]
-    # a reduction may contract its products too: a row whose product is past the range stays
-    # uncertified
-    a = torch.tensor([[3.45e19, 1.0], [1e19, 1e19]])
-    b = torch.tensor([[1e19, 1.0], [1e19, 1e19]])
-    v = no.check(_sum_of_products, torch.tensor([math.inf, 2e38]), (a, b))
-    assert v.outputs[0].uncertified.tolist() == [True, False], v.explain()
+    # a reduction may contract its products too: a row whose product is past the range is
+    # +inf only where no term of the other sign can bring it back (row 0, every term >= 0)
+    a = torch.tensor([[3.45e19, 1.0], [3.45e19, -3.4e19], [1e19, 1e19]])
+    b = torch.tensor([[1e19, 1.0], [1e19, 1e19], [1e19, 1e19]])
+    v = no.check(_sum_of_products, torch.tensor([math.inf, math.inf, 2e38]), (a, b))
+    assert v.outputs[0].uncertified.tolist() == [False, True, False], v.explain()
+    assert v.status == "uncertified" and v.n_rejected == 0
 
 
 def test_a_clamp_after_a_quotient_that_overflows_is_certified():

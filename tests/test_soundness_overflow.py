@@ -62,8 +62,29 @@ def gelu_tanh(x, y, z, w):
     return 0.5 * x * (1.0 + (1.0 - 2.0 / (no.exp(2.0 * u) + 1.0)))
 
 
+@no.reference
+def rms_of_row(x, y, z, w):
+    # an RMSNorm's statistic over rows of 8: squares certainly >= 0, their sum past the range
+    # where one square is
+    xr = x.reshape(8, 8)
+    return no.rsqrt(no.mean(xr * xr, axis=-1, keepdims=True) + 1e-6) * xr
+
+
+@no.reference
+def signed_sum(x, y, z, w):
+    # products of both signs: one past the range does not decide the sum
+    return no.sum((x * y).reshape(8, 8), axis=-1)
+
+
+@no.reference
+def sum_in_bf16(x, y, z, w):
+    xb = (x * 1e-19).to(bf16).reshape(8, 8)
+    return no.sum(xb * xb * 1e19, axis=-1)
+
+
 PROGRAMS = [product_plus, minus_product_plus, two_products, product_chain, product_to_bf16,
-            clamped_quotient, sum_to_fp16, maximum_then_add, gelu_tanh]
+            clamped_quotient, sum_to_fp16, maximum_then_add, gelu_tanh, rms_of_row, signed_sum,
+            sum_in_bf16]
 
 
 def _near_overflow(g, n, lo, hi):
@@ -76,7 +97,7 @@ def _near_overflow(g, n, lo, hi):
 judged_infinities = []
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(program=st.sampled_from(PROGRAMS), seed=st.integers(0, 2 ** 31 - 1),
        fma=st.booleans(), rounding=st.sampled_from(["nearest", "up", "down", "away"]),
        math_=st.sampled_from(["random", "extreme", "directed"]), gpu=st.booleans())
@@ -91,6 +112,8 @@ def test_an_emulated_kernel_near_overflow_is_never_rejected(program, seed, fma, 
     w = _near_overflow(g, n, -30.0, 0.0) if program is clamped_quotient else _near_overflow(g, n, 30.0, 38.6)
     if program is gelu_tanh:
         x = _near_overflow(g, n, 0.0, 38.5)
+    if program is rms_of_row:
+        x = _near_overflow(g, n, 0.0, 20.0)
     inputs = (x, y, z, w)
     profile = "h200" if gpu else "interpreter"
     outs = emulate(program, inputs, {}, Plan(seed=seed, fma=fma, rounding=rounding, math=math_, profile=profile))
@@ -106,3 +129,20 @@ def test_the_overflow_soundness_run_judged_infinities():
         test_an_emulated_kernel_near_overflow_is_never_rejected()
     assert sum(judged_infinities) > 100, judged_infinities
     assert not math.isnan(sum(judged_infinities))
+
+
+def test_rows_whose_square_overflows_are_certified():
+    """rms_of_row's rows holding a value whose square is past fp32's range are judged (their
+    statistic is +inf, rsqrt of it exactly 0), not left uncertified."""
+    judged = 0
+    for seed in range(12):
+        g = torch.Generator().manual_seed(seed)
+        x = _near_overflow(g, 64, 0.0, 20.0)
+        inputs = (x, x, x, x)
+        outs = emulate(rms_of_row, inputs, {}, Plan(seed=seed, fma=bool(seed % 2), rounding="away"))
+        v = check_modes(rms_of_row, outs, inputs, modes=("fixed",))["fixed"]
+        assert v.status != "reject", v.explain()
+        over = ((x.double().reshape(8, 8) ** 2) >= 3.41e38).any(-1)
+        assert not bool(v.outputs[0].uncertified[over].any())
+        judged += int(over.sum())
+    assert judged > 10

@@ -59,9 +59,11 @@ def test_a_runs_summary_carries_each_reasons_first_example_per_group():
 
 
 @no.reference
-def square_sum(x):
+def square_sum(x, w):
+    # terms of both signs: a sum holding a square past the range is not decided (a sum of
+    # squares alone would be +inf in every order)
     xf = x.to(fp32)
-    sq = xf * xf
+    sq = xf * xf * w.to(fp32)
     return no.sum(sq, axis=-1, keepdims=True)
 
 
@@ -76,7 +78,8 @@ def test_sites_that_fail_in_the_same_cases_are_one_cause_named_by_the_first():
     sites that fail together, in the reference's order, and prints one line for each."""
     from numoracle.cli.run import print_result
     x = torch.tensor([[1.0, -2.0, 0.5], [3e19, 4.0, -1.0]], dtype=torch.float32)
-    v = no.check(square_sum, (x * x).sum(-1, keepdim=True), (x,))
+    w = torch.tensor([1.0, -1.0, 1.0], dtype=torch.float32)
+    v = no.check(square_sum, (x * x * w).sum(-1, keepdim=True), (x, w))
     reasons = tuple(v.certificate.reason_kinds())
     assert len(reasons) == 2 and reasons[0].startswith("range: fp32 mul") and "sum" in reasons[1], reasons
     res = RunResult(op="scaled_square", kernel="k", backend="interpreter", mode="statistical")

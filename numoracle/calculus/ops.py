@@ -12,7 +12,7 @@ from .. import formats as F
 from ..errors import InvalidArgument
 from . import form as FM
 from . import select as S
-from .tracked import Cond, LOG2E, Tracked, all_of, any_of, apply, broadcast_shapes, scale_pow2, _div, ulp_bound_fp32, _as_cond, _ax, _or, _squeeze_axis, _sum_axis, _FP64_SLACK, promote, underflow_threshold
+from .tracked import Cond, LOG2E, Tracked, all_of, any_of, apply, broadcast_shapes, scale_pow2, _div, ulp_bound_fp32, _as_cond, _ax, _or, _squeeze_axis, _sum_axis, _FP64_SLACK, _OVER_SLACK, _unmarked_taint, promote, underflow_threshold
 # the reference language calls ops.cat (reference._impl looks its functions up here)
 from .tracked import cat  # noqa: F401
 
@@ -131,7 +131,46 @@ def sum(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=Non
     if ftz:
         fm = _flush_anywhere(fm, c, n, fmt, gamma, label, ctx)
     fm = _fp64_sum_slack(fm, S, n, ctx)
-    return Tracked(c, fmt, fm, ctx, taint=taint)
+    out = Tracked(c, fmt, fm, ctx, taint=taint)
+    return _one_signed_overflow(out, x, axis, keepdims, d)
+
+
+def _one_signed_overflow(out: Tracked, x: Tracked, axis: int, keepdims: bool, d: int) -> Tracked:
+    """A sum (``out``, of the terms ``x``) whose terms are all certainly >= 0 (or all <= 0) and
+    whose exact value is past fmt's overflow threshold by more than its d roundings can take
+    away, is that infinity, in every order: a partial sum that reaches the threshold is
+    infinite and stays so (no term of the other sign), and one that never does ends at
+    least (1 - u)^d of the exact sum (every rounding of a non-negative partial sum keeps at
+    least 1 - u of it, and each term passes at most d of them).  A term that is a product past the range (``Tracked.overflow``) counts
+    as its value: rounded it is that infinity, contracted into the add its exact value, and
+    either way the sum is infinite (the squares of an RMSNorm row holding bf16's largest
+    value); a square (``Tracked.is_square``) is never below 0, whatever its enclosure (a layer
+    norm's (x - mean)^2).  Eager runs only, as ``tracked._certain_overflow``."""
+    ctx, fmt = x.ctx, x.fmt
+    if ctx.traced or not fmt.has_inf or out.taint is None or ctx.all(~out.taint):
+        return out
+    R = x.radius()
+    lo, hi = x.c - R, x.c + R
+    if x.is_square:
+        lo = lo.clamp(min=0.0)
+    other = _unmarked_taint(x)
+    if other is not None:
+        lo = torch.where(other, math.nan, lo)     # (NaN fails both sign tests)
+        hi = torch.where(other, math.nan, hi)
+    # the float64 ends and their float64 sum are each within n 2^-52 of the real ones (d and
+    # n are plain sizes in an eager run)
+    n = x.c.shape[axis]
+    need = F.overflow_threshold(fmt) * _OVER_SLACK * (1.0 + n * 2.0 ** -52) / (1.0 - fmt.u) ** d
+    plus = (lo >= 0).all(axis, keepdim=keepdims) & \
+        (torch.where(lo >= 0, lo, 0.0).sum(axis, keepdim=keepdims) >= need)
+    minus = (hi <= 0).all(axis, keepdim=keepdims) & \
+        (torch.where(hi <= 0, -hi, 0.0).sum(axis, keepdim=keepdims) >= need)
+    inf = plus | minus
+    if not ctx.any(inf):
+        return out
+    ctx.infinities = True
+    c = torch.where(plus, math.inf, torch.where(minus, -math.inf, out.c))
+    return Tracked(c, fmt, FM.masked(out.form, ~inf), ctx, taint=out.taint & ~inf)
 
 
 def cumsum(x: Tracked, axis: int = -1, order="any", acc=None) -> Tracked:
@@ -251,8 +290,13 @@ def mean(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=No
     # the term belongs to the value *before* the rounding: a kernel that stores the mean
     # stores RN(s * RN(1/n)) (or a library quotient), the rounding of a value that far from
     # s/n, which the rounding-interval check of the stored mean must admit
-    q = Tracked(c, s.fmt, FM.add_det(fm, ctx.label(f"mean: 1/{ctx.count(n)} (division or reciprocal)"), extra,
-                                     ctx.condensed), ctx, taint=s.taint)
+    fm = FM.add_det(fm, ctx.label(f"mean: 1/{ctx.count(n)} (division or reciprocal)"), extra, ctx.condensed)
+    if ctx.infinities:
+        # an infinite sum (an overflow ``sum`` decided, a mask's -inf) over n is that infinity
+        inf = (s.c.abs() == math.inf) & (s.radius() == 0)
+        if ctx.any(inf):
+            fm = FM.masked(fm, ~inf)
+    q = Tracked(c, s.fmt, fm, ctx, taint=s.taint)
     return q._round(s.fmt, f"mean: divide by {ctx.count(n)}")
 
 

@@ -400,7 +400,7 @@ class Tracked:
     """A value of the reference program, as a kernel would hold it."""
 
     __slots__ = ("c", "fmt", "repr_fmt", "form", "ctx", "taint", "pre", "_R", "k", "scaled_by", "dot_fold",
-                 "known", "overflow")
+                 "known", "overflow", "is_square")
     __array_priority__ = 1000
 
     def __init__(self, c, fmt, form, ctx, *, repr_fmt=None, taint=None, pre=None, known=False):
@@ -425,6 +425,8 @@ class Tracked:
         # an add may skip the rounding that makes them infinite, but read as that infinity by
         # every operation that cannot be contracted with it (``rounded``)
         self.overflow = None
+        # x * x of one value: never below 0, whatever its enclosure (calculus.ops.sum)
+        self.is_square = False
 
     # ---- basics
     @property
@@ -717,7 +719,7 @@ class Tracked:
     def __radd__(self, o): return self._binary(o, "add", reverse=True)
     def __sub__(self, o): return self._binary(o, "sub")
     def __rsub__(self, o): return self._binary(o, "sub", reverse=True)
-    def __mul__(self, o): return _scaled(self._binary(o, "mul"), o)
+    def __mul__(self, o): return _squared(_scaled(self._binary(o, "mul"), o), self, o)
     def __rmul__(self, o): return _scaled(self._binary(o, "mul", reverse=True), o)
     def __truediv__(self, o): return self._binary(o, "div")
     def __rtruediv__(self, o): return self._binary(o, "div", reverse=True)
@@ -1097,6 +1099,11 @@ def _div(x: Tracked, y: Tracked, fmt, shape, taint, call: str = "div") -> Tracke
     if ctx.any((second > 0)):
         fm = FM.add_det(fm, ctx.label("division (second order)"), second, ctx.condensed)
     fm = _fp64_slack(fm, c, ctx)
+    inf = _infinite_product(q, r)
+    if inf is not None and ctx.any(inf):
+        # an exact infinity over a finite value of known sign is an infinity exactly (the mean
+        # of a sum of squares that overflowed)
+        fm = FM.masked(fm, ~inf)
     if c.shape != shape:
         c = c.expand(shape).clone()
     t = Tracked(c, fmt, fm, ctx, taint=_or(taint, r.taint))
@@ -1223,9 +1230,9 @@ def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | Non
     ok = mag <= F.fp32.max_finite
     exact_inf = None
     if ctx.infinities:
-        # an overflowed exp is +inf exactly (_exact_fn): in range, with no library error.  A
-        # centre +inf with an error is out of the function's domain, tainted there already
-        exact_inf = t.c == math.inf
+        # an overflowed exp is +inf exactly (_exact_fn), and so is an exact infinity over a
+        # finite value (_div): in range, with no library error
+        exact_inf = (t.c.abs() == math.inf) & (R == 0)
         ok = ok | exact_inf
     over = None
     if overflows and not model.b and not ctx.all(ok):
@@ -1313,6 +1320,13 @@ def _ulps_text(model) -> str:
     if not model.b:
         return f"{model.a:g} ulp"
     return f"{model.a:g}+{model.b:g}|x| ulp" + (f", at most {model.cap:g}" if model.cap is not None else "")
+
+
+def _squared(out: Tracked, x, o) -> Tracked:
+    """x * x of one tracked value: RN(x x) and an FMA's exact x x are never negative."""
+    if o is x:
+        out.is_square = True
+    return out
 
 
 def _scaled(out: Tracked, o) -> Tracked:
@@ -1442,7 +1456,7 @@ def apply(x: Tracked, name: str, call: str | None = None) -> Tracked:
     # count its error in 2^-24, not the 2^-23 of the binade its float64 centre 1.0 is in
     below = FUNCTIONS[name].strict_bound if x.ctx.profile.units_below_one else None
     n0 = len(x.ctx.origins)
-    out = _at_exact_points(_library_error(t, call, x_abs, call, below=below), x, call)
+    out = _at_exact_points(_library_error(t, call, x_abs, call, below=below), xr, call)
     if name == "exp2" and x.scaled_by is not None and abs(x.scaled_by - LOG2E) < 1e-6:
         x.ctx.origins[n0:] = [replace(o, argument="log2e") for o in x.ctx.origins[n0:]]
     return out

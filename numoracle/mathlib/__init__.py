@@ -23,8 +23,12 @@ DOTS = ("nearest", "tensor_core")
 
 # exp(-inf) = exp2(-inf) = +0 exactly: IEEE 754-2019 §9.2.1 for the recommended functions, and
 # NVIDIA's expf/exp2f and ex2.approx document the same; a masked logit (tl.where(mask, x, -inf))
-# takes this path in every softmax written with -inf
-DEFINED = {"exp": ((-float("inf"), 0.0),), "exp2": ((-float("inf"), 0.0),)}
+# takes this path in every softmax written with -inf.  rsqrt(+inf) = +0 and sqrt(+inf) = +inf
+# exactly (IEEE 754-2019 §9.2.1 and §5.4.1; PTX's rsqrt.approx and sqrt.approx document the same):
+# the rstd of a row whose sum of squares overflowed
+DEFINED = {"exp": ((-float("inf"), 0.0),), "exp2": ((-float("inf"), 0.0),),
+           "rsqrt": ((float("inf"), 0.0),), "sqrt": ((float("inf"), float("inf")),),
+           "sqrt_rn": ((float("inf"), float("inf")),)}
 
 # The functions a reference program may call, and the kernel call they stand for.
 FUNCTION_NAMES = (
