@@ -18,7 +18,6 @@ TRITON_INTERPRET=1 on CPU tensors).
 
 import argparse
 import json
-import math
 
 import numpy as np
 import torch

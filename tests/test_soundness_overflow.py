@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import numoracle as no
 from numoracle.check import check_modes
-from numoracle.formats import bf16, e4m3fn, fp16, fp32
+from numoracle.formats import bf16, e4m3fn, fp16
 from numoracle.selftest.emulator import Plan, emulate
 
 
