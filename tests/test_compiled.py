@@ -343,13 +343,32 @@ def test_non_finite_inputs_under_a_compiled_signature(fresh):
         check(op.reference, outs, bad, params, settings=ALWAYS)
 
 
+def _row_whose_squares_sum_to(n: int, fraction: float) -> torch.Tensor:
+    """n bf16 values whose squares add up to ``fraction`` of fp32's overflow threshold (within
+    1e-9 of it): most of them equal, the last four filling the gap, each rounded down.  Just
+    below the threshold, the sum's rounding error bound reaches past it: the kernel's sum may
+    overflow or not, and the row is uncertified (a row of 3e38 would be +inf, and judged)."""
+    thr = float(torch.finfo(torch.float32).max) * (1 + 2.0 ** -25)
+
+    def down(v):
+        t = torch.tensor(v, dtype=torch.float64).to(torch.bfloat16)
+        return float(torch.nextafter(t, torch.zeros_like(t)) if float(t) > v else t)
+    row = [down(math.sqrt(thr / n) * 0.99)] * n
+    gap = thr * fraction - sum(v * v for v in row[:-4])
+    for k in range(4, 0, -1):
+        row[n - k] = down(math.sqrt(gap))
+        gap -= row[n - k] ** 2
+    assert abs(sum(v * v for v in row) / (thr * fraction) - 1) < 1e-9
+    return torch.tensor(row, dtype=torch.float64).to(torch.bfloat16)
+
+
 @pytest.mark.slow
 def test_an_uncertified_compiled_verdict_names_the_failing_site(fresh):
     """The compiled graph leaves the sites' statistics out; the certificate read from a
     compiled verdict (an eager run on the same inputs) is the eager one, failing site included."""
     op, inputs, params, outs = _case()
     x = inputs[0].clone()
-    x[2] = 3.0e38                                   # this row's sum of squares leaves fp32
+    x[2] = _row_whose_squares_sum_to(x.shape[1], 1 - 6e-6)
     big = (x,) + tuple(inputs[1:])
     big_outs = emulate(op.reference, big, params, Plan(seed=1))
     ve = check_modes(op.reference, big_outs, big, params, settings=EAGER)
