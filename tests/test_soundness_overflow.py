@@ -4,7 +4,6 @@ infinity, and a product is one for every operation that cannot be contracted wit
 emulated correct kernel (FMAs on or off, every rounding directed, math calls at the edge of
 their bound) on inputs near fp32's overflow is never rejected in fixed-input mode, and the
 infinities are judged, not left uncertified."""
-import math
 
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -128,7 +127,6 @@ def test_the_overflow_soundness_run_judged_infinities():
     if not judged_infinities:
         test_an_emulated_kernel_near_overflow_is_never_rejected()
     assert sum(judged_infinities) > 100, judged_infinities
-    assert not math.isnan(sum(judged_infinities))
 
 
 def test_rows_whose_square_overflows_are_certified():

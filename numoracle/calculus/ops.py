@@ -12,7 +12,7 @@ from .. import formats as F
 from ..errors import InvalidArgument
 from . import form as FM
 from . import select as S
-from .tracked import Cond, LOG2E, Tracked, all_of, any_of, apply, broadcast_shapes, scale_pow2, _div, ulp_bound_fp32, _as_cond, _ax, _or, _squeeze_axis, _sum_axis, _FP64_SLACK, _OVER_SLACK, _unmarked_taint, promote, underflow_threshold
+from .tracked import Cond, LOG2E, Tracked, all_of, any_of, apply, broadcast_shapes, scale_pow2, _div, ulp_bound_fp32, _as_cond, _ax, _or, _squeeze_axis, _sum_axis, _FP64_SLACK, _OVER_SLACK, _exact_infinity, _unmarked_taint, promote, underflow_threshold
 # the reference language calls ops.cat (reference._impl looks its functions up here)
 from .tracked import cat  # noqa: F401
 
@@ -141,9 +141,9 @@ def _one_signed_overflow(out: Tracked, x: Tracked, axis: int, keepdims: bool, d:
     away, is that infinity, in every order: a partial sum that reaches the threshold is
     infinite and stays so (no term of the other sign), and one that never does ends at
     least (1 - u)^d of the exact sum (every rounding of a non-negative partial sum keeps at
-    least 1 - u of it, and each term passes at most d of them).  A term that is a product past the range (``Tracked.overflow``) counts
-    as its value: rounded it is that infinity, contracted into the add its exact value, and
-    either way the sum is infinite (the squares of an RMSNorm row holding bf16's largest
+    least 1 - u of it, and each term passes at most d of them).  A term that is a product past
+    the range (``Tracked.overflow``) counts as its value: rounded it is that infinity,
+    contracted into the add its exact value, and either way the sum is infinite (the squares of an RMSNorm row holding bf16's largest
     value); a square (``Tracked.is_square``) is never below 0, whatever its enclosure (a layer
     norm's (x - mean)^2).  Eager runs only, as ``tracked._certain_overflow``."""
     ctx, fmt = x.ctx, x.fmt
@@ -161,10 +161,8 @@ def _one_signed_overflow(out: Tracked, x: Tracked, axis: int, keepdims: bool, d:
     # n are plain sizes in an eager run)
     n = x.c.shape[axis]
     need = F.overflow_threshold(fmt) * _OVER_SLACK * (1.0 + n * 2.0 ** -52) / (1.0 - fmt.u) ** d
-    plus = (lo >= 0).all(axis, keepdim=keepdims) & \
-        (torch.where(lo >= 0, lo, 0.0).sum(axis, keepdim=keepdims) >= need)
-    minus = (hi <= 0).all(axis, keepdim=keepdims) & \
-        (torch.where(hi <= 0, -hi, 0.0).sum(axis, keepdim=keepdims) >= need)
+    plus = (lo >= 0).all(axis, keepdim=keepdims) & (lo.sum(axis, keepdim=keepdims) >= need)
+    minus = (hi <= 0).all(axis, keepdim=keepdims) & (-hi.sum(axis, keepdim=keepdims) >= need)
     inf = plus | minus
     if not ctx.any(inf):
         return out
@@ -293,7 +291,7 @@ def mean(x: Tracked, axis: int = -1, keepdims: bool = False, order="any", acc=No
     fm = FM.add_det(fm, ctx.label(f"mean: 1/{ctx.count(n)} (division or reciprocal)"), extra, ctx.condensed)
     if ctx.infinities:
         # an infinite sum (an overflow ``sum`` decided, a mask's -inf) over n is that infinity
-        inf = (s.c.abs() == math.inf) & (s.radius() == 0)
+        inf = _exact_infinity(s)
         if ctx.any(inf):
             fm = FM.masked(fm, ~inf)
     q = Tracked(c, s.fmt, fm, ctx, taint=s.taint)

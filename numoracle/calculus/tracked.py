@@ -705,8 +705,8 @@ class Tracked:
             # but an FMA rounds p + y once.  Where that sum is certainly past the range too, both
             # are the same infinity (the rounding below makes it so).  Two such products may both
             # round (inf - inf is NaN); there, and elsewhere, the element is uncertified
-            R = FM.fixed_radius(fm, c)
-            sure = pend & torch.isfinite(c) & ((c.abs() - R) >= F.overflow_threshold(fmt) * _OVER_SLACK)
+            over = _certain_overflow(Tracked(c, fmt, fm, self.ctx, taint=taint), F.overflow_threshold(fmt), fmt)
+            sure = torch.zeros_like(pend) if over is None else pend & over & torch.isfinite(c)
             if x.overflow is not None and y.overflow is not None:
                 sure = sure & ~(x.overflow & y.overflow).expand(shape)
             taint = _or(taint, pend & ~sure)
@@ -1232,7 +1232,7 @@ def _library_error(t: Tracked, call: str, x_abs, what: str, scaled: Tensor | Non
     if ctx.infinities:
         # an overflowed exp is +inf exactly (_exact_fn), and so is an exact infinity over a
         # finite value (_div): in range, with no library error
-        exact_inf = (t.c.abs() == math.inf) & (R == 0)
+        exact_inf = _exact_infinity(t)
         ok = ok | exact_inf
     over = None
     if overflows and not model.b and not ctx.all(ok):
