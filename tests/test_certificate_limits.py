@@ -165,6 +165,18 @@ def test_an_exact_power_of_two_scaling_past_the_range_is_stored_infinite():
     _assert_infinity_judged(double, x * 2, x, at=1)
 
 
+@no.reference
+def doubled_back(x):
+    return (x.to(fp32) * 2.0).to(x.format)
+
+
+def test_a_doubled_bf16_value_past_the_range_cast_back_to_bf16_is_stored_infinite():
+    # 2x of a bf16 value is a bf16 value too, so the cast back rounds nothing: it still reads
+    # the product's rounding, +inf past fp32's range (it had kept the product's taint)
+    x = torch.tensor([1.0e38, -3.38953e38], dtype=torch.bfloat16)
+    _assert_infinity_judged(doubled_back, (x.float() * 2).to(torch.bfloat16), x, at=1)
+
+
 def test_a_sum_whose_partial_sums_may_overflow_is_uncertified():
     x = torch.tensor([[20000.0, 20000.0, -20000.0], [40000.0, 40000.0, -40000.0]], dtype=torch.float16)
     v = _judged(fp16_sum, torch.tensor([20000.0, 40000.0], dtype=torch.float16), x)["fixed"]

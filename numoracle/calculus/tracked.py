@@ -586,17 +586,19 @@ class Tracked:
 
     def to(self, fmt) -> "Tracked":
         fmt = _fmt_arg(fmt)
-        if _subset(self.repr_fmt, fmt):
+        # a narrowing cast takes a product's rounded value, even one that changes no bits (2x of
+        # a bf16 value, cast back to bf16); a widening one may not (an FMA in the wider format),
+        # and leaves the mark behind
+        src = self if _subset(self.fmt, fmt) else self.rounded()
+        if _subset(src.repr_fmt, fmt):
             # no rounding: the value (and the rounding that made it, for the
             # rounding-interval check of an output) stay what they were
-            t = Tracked(self.c, fmt, self.form, self.ctx, repr_fmt=self.repr_fmt, taint=self.taint,
-                        pre=self.pre if fmt == self.fmt else None, known=self.known)
-            if fmt == self.fmt:
-                t.dot_fold = self.dot_fold     # a no-op cast: Triton still folds an add into the dot
+            t = Tracked(src.c, fmt, src.form, src.ctx, repr_fmt=src.repr_fmt, taint=src.taint,
+                        pre=src.pre if fmt == src.fmt else None, known=src.known)
+            if fmt == src.fmt:
+                t.dot_fold = src.dot_fold      # a no-op cast: Triton still folds an add into the dot
             return t
-        # a narrowing cast takes a product's rounded value; a widening one may not (an FMA in
-        # the wider format), and leaves the mark behind
-        return self.rounded()._round(fmt, f"round to {fmt} (.to)", settle=True)
+        return src._round(fmt, f"round to {fmt} (.to)", settle=True)
 
     def _settle(self, src: "Tracked", normal: Tensor, rlo: Tensor | None = None) -> "Tracked":
         """A cast whose whole enclosure rounds to one value of its format has
