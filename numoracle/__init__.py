@@ -13,6 +13,7 @@ from .errors import InvalidArgument as InvalidArgument
 from .errors import NumoracleError as NumoracleError
 from .errors import OracleViolation as OracleViolation
 from .errors import TensorsChanged as TensorsChanged
+from .errors import OutOfBounds as OutOfBounds
 from .errors import Uncertified as Uncertified
 from .reference import (
     Reference as Reference, argmax as argmax, argmin as argmin, cat as cat, clamp as clamp, cos as cos, cumsum as cumsum, div as div, div_rn as div_rn,
@@ -34,7 +35,7 @@ __version__ = "0.1.0"
 __all__ = [
     "formats", "check", "check_modes", "evaluate", "assert_accepted", "Verdict", "reference", "Reference", "launch",
     "settings",
-    "NumoracleError", "InvalidArgument", "OracleViolation", "Uncertified", "TensorsChanged",
+    "NumoracleError", "InvalidArgument", "OracleViolation", "Uncertified", "TensorsChanged", "OutOfBounds",
     "sum", "cumsum", "mean", "max", "min", "logsumexp", "matmul", "where", "maximum", "minimum", "clamp",
     "full_like", "zeros_like", "ones_like", "gather", "argmax", "argmin", "topk", "cat", "exp", "exp2", "log", "log2", "rsqrt", "sqrt", "sqrt_rn", "sigmoid", "tanh",
     "erf", "sin", "cos", "reciprocal", "div", "mul", "div_rn", "quantize_group", "quantize_mx",

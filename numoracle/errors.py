@@ -48,6 +48,16 @@ class OracleViolation(NumoracleError, AssertionError):
         self.verdict = verdict
 
 
+class OutOfBounds(NumoracleError):
+    """A kernel on the repaired interpreter loaded, stored or updated atomically at an address
+    outside every tensor it was given (docs/design.md §7): raised before memory is touched; the
+    message names the kernel's line (``where``, file:line), the lanes and the nearest tensor argument."""
+
+    def __init__(self, message: str, where: str = ""):
+        super().__init__(message)
+        self.where = where
+
+
 class Uncertified(NumoracleError):
     """Raised (on request) when a verdict is `uncertified`: some site may leave
     its format's finite range or its math function's calibrated domain."""

@@ -124,11 +124,11 @@ EXPECTED_ON_BARE = {
     (3, 6): dict(bf16_casts=True, fp16_casts=False, fp8_casts=True, bf16_arithmetic=True, fp16_arithmetic=False,
                  float_scalar_args=True, bf16_constants=True, runtime_range=_int_of_one_element_array_raises(),
                  atomic_fadd_ftz=True, libdevice=True, tl_math=False, autotune=_NO_GPU_DRIVER, dot_scaled_fp8=False,
-                 dot_split_precisions=True, argmax_fast_ties=None),
+                 dot_split_precisions=True, argmax_fast_ties=None, out_of_bounds=True),
     (3, 9): dict(bf16_casts=True, fp16_casts=False, fp8_casts=True, bf16_arithmetic=True, fp16_arithmetic=False,
                  float_scalar_args=True, bf16_constants=False, runtime_range=False, atomic_fadd_ftz=True,
                  libdevice=True, tl_math=False, autotune=_NO_GPU_DRIVER, dot_scaled_fp8=True,
-                 dot_split_precisions=True, argmax_fast_ties=True),
+                 dot_split_precisions=True, argmax_fast_ties=True, out_of_bounds=True),
 }
 
 TRITON_MINOR = tuple(int(p) for p in triton.__version__.split(".")[:2])

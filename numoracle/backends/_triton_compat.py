@@ -248,8 +248,13 @@ def probe_kernels() -> SimpleNamespace:
         tl.store(o_ptr, tl.argmax(x, 0, tie_break_left=False))
         tl.store(o_ptr + 1, tl.argmin(x, 0, tie_break_left=False))
 
+    def probe_bounds_kernel(x_ptr, o_ptr, off):
+        """Loads the element ``off`` elements from ``x_ptr`` (memory of another tensor)."""
+        one = tl.arange(0, 1)
+        tl.store(o_ptr + one, tl.load(x_ptr + off + one))
+
     _probes = SimpleNamespace(
-        cast=probe_cast_kernel, argmax=probe_argmax_kernel, binary=probe_binary_kernel, float_arg=probe_float_arg_kernel,
+        bounds=probe_bounds_kernel, cast=probe_cast_kernel, argmax=probe_argmax_kernel, binary=probe_binary_kernel, float_arg=probe_float_arg_kernel,
         bf16_constant=probe_bf16_constant_kernel, runtime_range=probe_runtime_range_kernel,
         atomic_add=probe_atomic_add_kernel, dot=probe_dot_kernel,
         libdevice_stub=probe_libdevice_stub_kernel if ld_stub is not None else None,

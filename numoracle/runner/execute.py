@@ -23,7 +23,6 @@ interrupt is swallowed and a run always stops within about a case.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import threading
 import time
@@ -33,7 +32,7 @@ import warnings
 import torch
 
 from ..errors import InvalidArgument, NumoracleError, ReferenceRefused
-from .outcomes import Execution, Outcome, boundary_score, excess_ulps, failure_class
+from .outcomes import Execution, Outcome, boundary_score, excess_ulps, failure_class, raised
 
 
 class KernelTimeout(BaseException):
@@ -205,11 +204,6 @@ def _interrupted(exc: BaseException) -> "UserInterrupt | None":
     return None
 
 
-def _origin(tb) -> str:
-    frames = traceback.extract_tb(tb)
-    return f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
-
-
 def execute(kernel, inputs, params, config=(), *, timeout=None, device="cpu", isolate=None) -> Execution:
     """Run ``kernel`` on clones of ``inputs``: its outputs, or its failure as an outcome (an
     exception, a hang past ``timeout`` seconds (default ``settings.kernel_timeout``), a crash);
@@ -252,13 +246,14 @@ def execute(kernel, inputs, params, config=(), *, timeout=None, device="cpu", is
         if _timed_out(exc):
             return Execution("timeout", error=f"no return within {timeout or 0:g} s", error_type="KernelTimeout",
                              seconds=time.perf_counter() - t0)
+        exc, where = raised(exc)
         text = f"{type(exc).__name__}: {exc}"
         from ..backends import NO_DRIVER, NO_DRIVER_HINT
         if NO_DRIVER in str(exc):
             text = f"{text[:300]} ({NO_DRIVER_HINT})"
         return Execution("error", error=text[:800], error_type=type(exc).__name__,
                          traceback=traceback.format_exc()[-1500:], seconds=time.perf_counter() - t0,
-                         origin=_origin(exc.__traceback__))
+                         origin=where)
     check_interrupt()
     from .worker import rss_mb
     return Execution("ok", outs, seconds=time.perf_counter() - t0, rss_mb=rss_mb(), launch=launch,

@@ -27,6 +27,28 @@ EXIT_REASONS = ("examples exhausted", "time budget", "first counterexample", "in
 EXIT_CODES = {"interrupted": 130, "terminated": 143}
 
 
+def raised(exc: BaseException) -> tuple:
+    """(the exception to report, where it was raised as file:line) for a kernel's failure.
+    Triton's interpreter re-raises what a kernel raises as InterpreterError(repr(...)):
+    numoracle's own error in the chain (an OutOfBounds) is reported as itself, at the kernel
+    line it names (``where``), else at the innermost frame."""
+    import os
+    import traceback
+    from ..errors import NumoracleError
+    seen, e = set(), exc
+    while e is not None and id(e) not in seen:
+        if isinstance(e, NumoracleError):
+            exc = e
+            break
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    where = getattr(exc, "where", "")
+    if not where:
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    return exc, where
+
+
 @dataclass
 class Execution:
     """One kernel call: its outputs (as the kernel returned them), or why there are none."""

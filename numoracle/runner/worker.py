@@ -50,7 +50,7 @@ import time
 import warnings
 
 from ..processes import child_environment, die_with_parent, popen
-from .outcomes import Execution
+from .outcomes import Execution, raised
 
 # set on a kernel to say how another process can make it (see the module docstring)
 RECIPE = "__numoracle_recipe__"
@@ -638,13 +638,6 @@ atexit.register(close_all)
 
 # ---- the child's side -----------------------------------------------------------------------
 
-def _origin(tb) -> str:
-    """file:line where the exception was raised (the innermost frame)."""
-    import traceback
-    frames = traceback.extract_tb(tb)
-    return f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
-
-
 def _setup(info: dict, select_backend: bool):
     """Settings and (when ``select_backend``) the backend, as the parent has them."""
     os.chdir(info["cwd"])
@@ -783,8 +776,9 @@ def _error_reply(exc: BaseException, what: str = "") -> tuple:  # pragma: no cov
     """The reply for an exception being handled: its type, ``what`` and its message, the end of
     its traceback, where it was raised, this process's memory."""
     import traceback
+    exc, where = raised(exc)
     return ("error", type(exc).__name__, f"{what}{type(exc).__name__}: {exc}"[:800],
-            traceback.format_exc()[-1500:], _origin(exc.__traceback__), rss_mb())
+            traceback.format_exc()[-1500:], where, rss_mb())
 
 
 def _main(argv: list[str]) -> int:  # pragma: no cover - runs in the zygote

@@ -65,6 +65,13 @@ defect (``status()`` key) what the bare interpreter does / what install does
                           (what a left-to-right fold of the fast combine
                           gives), so that a reference promising the first
                           meets the difference on the CPU too.
+``out_of_bounds``         a load, store or atomic whose address lies outside
+                          every tensor the kernel was given reads or writes
+                          whatever host memory is there (a store corrupts the
+                          heap; the process may abort later); repaired: raises
+                          ``numoracle.OutOfBounds`` before memory is touched,
+                          naming the kernel's line and the nearest tensor
+                          (module ``bounds``).
 ``autotune``              ``triton.autotune`` benchmarks, which needs a GPU
                           driver; repaired: an interpreted autotuned kernel
                           runs one chosen config (see below), no benchmark.
@@ -113,7 +120,7 @@ or by the setting ``autotune_config`` (``numoracle.settings``; environment varia
 to match ``Config.all_kwargs()``.
 
 The package: one module per kind of repair (``casts``, ``arithmetic``, ``reductions``,
-``dot``, ``dot_scaled``, ``atomics``, ``libdevice``, ``autotune``), the ``probes`` that detect each defect, the numpy
+``dot``, ``dot_scaled``, ``atomics``, ``bounds``, ``libdevice``, ``autotune``), the ``probes`` that detect each defect, the numpy
 ``rounding`` the repairs store with (built on ``numoracle.formats.round``), and all of
 their state in ``_state``.
 """
@@ -131,6 +138,7 @@ from ._state import language, runtime
 from .arithmetic import (repair_bf16_arithmetic, repair_bf16_constants, repair_float_scalar_args,
                          repair_fp16_arithmetic, repair_runtime_range)
 from .atomics import repair_atomic_fadd_ftz
+from .bounds import repair_out_of_bounds
 from .autotune import repair_autotune
 from .autotune import set_autotune_config as set_autotune_config
 from .casts import repair_bf16_casts, repair_fp8_casts, repair_fp16_casts
@@ -171,6 +179,8 @@ REPAIRS = {
     "dot_scaled_fp8": repair_dot_scaled_fp8,
     "dot_split_precisions": repair_dot_split_precisions,
     "argmax_fast_ties": repair_argmax_fast_ties,
+    # last: it wraps the atomics the other repairs may have replaced
+    "out_of_bounds": repair_out_of_bounds,
 }
 
 

@@ -52,6 +52,7 @@ class State:
         self.autotune_override: Any = None  # the autotune probe's own choice
         self.rebind_warned = False
         self.modules: Dict[str, Any] = {}
+        self.bounds: Any = None             # the running launch's tensor storages (bounds._Launch)
 
     def forget_repairs(self) -> None:
         self.patcher.restore()
@@ -62,6 +63,7 @@ class State:
         self.arith_formats.clear()
         self.hooks.clear()
         self.repaired.clear()
+        self.bounds = None
         self.installed = False
 
 

@@ -31,6 +31,7 @@ DEFECTS = (
     "dot_scaled_fp8",
     "dot_split_precisions",
     "argmax_fast_ties",
+    "out_of_bounds",
 )
 
 
@@ -264,6 +265,22 @@ def _probe_argmax_fast_ties() -> tuple:
     return False, f"tl.argmax/tl.argmin with tie_break_left=False return {got} among the equal values"
 
 
+def _probe_out_of_bounds() -> tuple:
+    torch = _torch()
+    x = torch.zeros(1, dtype=torch.float32)
+    hidden = torch.full((1, ), 7.25, dtype=torch.float32)     # a tensor the kernel is not given
+    out = torch.zeros(1, dtype=torch.float32)
+    off = (hidden.data_ptr() - x.data_ptr()) // 4
+    try:
+        _launch(compat.probe_kernels().bounds, x, out, off)
+    except Exception as exc:  # noqa: BLE001
+        if "OutOfBounds" in f"{type(exc).__name__} {exc!r}":
+            return False, "a load outside every tensor argument raises OutOfBounds"
+        return True, f"a load outside every tensor argument raised {type(exc).__name__}: {exc}"[:300]
+    return True, (f"a load outside every tensor argument read {float(out[0])} (another tensor's value "
+                  f"7.25 is there): the access goes unnoticed")
+
+
 def _ulps_f32(got: np.ndarray, want64: np.ndarray) -> np.ndarray:
     want32 = want64.astype(np.float32)
     spacing = np.spacing(np.abs(want32)).astype(np.float64)
@@ -353,6 +370,7 @@ _PROBES: Dict[str, Callable[[], tuple]] = {
     "dot_scaled_fp8": probe_dot_scaled_fp8,
     "dot_split_precisions": _probe_dot_split_precisions,
     "argmax_fast_ties": _probe_argmax_fast_ties,
+    "out_of_bounds": _probe_out_of_bounds,
 }
 
 
