@@ -115,6 +115,28 @@ def test_fuzz_on_workers_passes_the_operator_spec_and_the_fixed_parameters(monke
     assert seen["units"][0].op == "rms_norm" and dict(seen["units"][0].settings)["params"] is None
 
 
+def test_timed_searches_on_workers_say_what_the_run_takes(monkeypatch, capsys):
+    """With --workers, --seconds is each search's budget: the command says how many searches
+    there are and about how long they take, before it starts them (nothing with --quiet)."""
+    import numoracle.studies.executors.fuzz as EF
+    from numoracle.cli import main
+
+    def fake_run_fuzz(units, **kw):
+        return {"units": len(units), "units_done": len(units), "groups": {}, "totals": dict.fromkeys(EF.STATS, 0),
+                "exit_reasons": {}, "counterexamples": [], "saved": [], "seconds": 0.0, "cases_per_second": 0.0,
+                "unit_seconds": 0.0, "breakdown": {}, "executor": {"executor": "local", "workers": 2},
+                "found": False}
+
+    monkeypatch.setattr(EF, "run_fuzz", fake_run_fuzz)
+    argv = ["fuzz", "rms_norm", "--workers", "2", "--units", "3", "--seconds", "5", "--groups", "calibration,uniform"]
+    assert main(argv) == 0
+    assert capsys.readouterr().err.splitlines()[0] == (
+        "[fuzz] 6 searches (2 input group(s) x 3 unit(s)), 5 s each (--seconds is each search's budget), "
+        "on 2 worker(s): about 15 s of searches, and the workers' start")
+    assert main(argv + ["--quiet"]) == 0
+    assert "searches" not in capsys.readouterr().err
+
+
 def test_fuzz_units_refuse_an_operator_no_worker_could_import():
     """An operator made in a function (no spec) or in ``__main__`` (a worker's ``__main__`` is
     another module) cannot be found by a worker process: refused with how to fix it."""

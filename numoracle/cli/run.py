@@ -21,7 +21,9 @@ def add_arguments(p, command: str) -> None:
                         "cases Hypothesis draws (default: no limit; the run ends at --seconds)")
     p.add_argument("--seconds", type=common.seconds, default=None,
                    help="time budget of the search (default: none; the run ends after --examples)" if check else
-                        "time budget of the search (default: 60 when no --examples is given, else none)")
+                        "time budget of the search (default: 60 when no --examples is given, else none); with "
+                        "--workers or --executor, of each search: --units searches per input group share the "
+                        "workers, so 11 groups x 4 units on 2 workers take about 22 x SECONDS")
     common.add_seed(p, default=0 if check else None,
                     help="seed of the search" if check else "seed of the search (default: a random one, printed)")
     common.add_format(p)

@@ -212,6 +212,18 @@ def run_fuzz(units, *, executor: str = "local", scheduler: str | None = None, wo
             "found": bool(found or totals["reject"] or totals["error"] or totals["nan"] or totals["timeout"])}
 
 
+def _plan_line(units: list, per_group: int, seconds: float, workers: int | None) -> str:
+    """What a run of timed searches takes: the searches, each ``seconds`` long, and (when the
+    worker count is known here) about how long they take on the workers, in rounds."""
+    groups = len({u.group for u in units})
+    line = (f"[fuzz] {len(units)} searches ({groups} input group(s) x {per_group} unit(s)), {seconds:g} s each "
+            "(--seconds is each search's budget)")
+    if workers:
+        rounds = -(-len(units) // workers)
+        line += f", on {workers} worker(s): about {rounds * seconds:g} s of searches, and the workers' start"
+    return line
+
+
 def run_from_cli(args, *, op, groups=None, formats=None, seconds=None, params=None) -> int:
     """``numoracle fuzz ... --executor dask|local --workers N``: ``--units``
     Hypothesis searches (seeds ``--seed``.. on) per input group, each of
@@ -230,6 +242,11 @@ def run_from_cli(args, *, op, groups=None, formats=None, seconds=None, params=No
                        shrink_seconds=args.shrink_seconds, timeout=args.timeout, isolate=args.isolate,
                        expect=args.expect, params=params)
     quiet = args.json or args.quiet
+    if seconds and not quiet:
+        # --seconds is each search's budget here, not the run's: say what the run will take
+        print(_plan_line(units, n, seconds, args.workers if args.workers is not None else
+                         (1 if args.executor == "local" and backend.name == "interpreter" else None)),
+              file=sys.stderr, flush=True)
     res = run_fuzz(units, executor=args.executor, scheduler=args.scheduler, workers=args.workers,
                    corpus=None if args.no_save else args.corpus,
                    log=(lambda s: None) if quiet else progress(args))
