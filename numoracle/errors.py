@@ -58,6 +58,12 @@ class OutOfBounds(NumoracleError):
         self.where = where
 
 
+class InputWritten(NumoracleError):
+    """A kernel changed an input tensor it does not return as an output (it was run on a copy):
+    called on the caller's tensors, it would overwrite them.  A run reports it as the case's
+    error; a kernel that updates an input in place returns it as an output."""
+
+
 class Uncertified(NumoracleError):
     """Raised (on request) when a verdict is `uncertified`: some site may leave
     its format's finite range or its math function's calibrated domain."""

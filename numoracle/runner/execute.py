@@ -32,6 +32,7 @@ import warnings
 import torch
 
 from ..errors import InvalidArgument, NumoracleError, ReferenceRefused
+from .inputs import inputs_kept
 from .outcomes import Execution, Outcome, boundary_score, excess_ulps, failure_class, raised
 
 
@@ -167,17 +168,20 @@ def _sync(device: str) -> None:
 
 def call_kernel(kernel, inputs, params, config, *, timeout=None, device="cpu"):
     """The kernel's outputs on clones of ``inputs``, in this process; raises KernelTimeout
-    (and UserInterrupt for the user's Ctrl-C)."""
+    (and UserInterrupt for the user's Ctrl-C), and InputWritten for a kernel that changed an
+    input it does not return."""
     main = threading.current_thread() is threading.main_thread()
     own_sigint = main and signal.getsignal(signal.SIGINT) is signal.default_int_handler
     old = signal.signal(signal.SIGINT, _raise_interrupt) if own_sigint else None
     try:
         with watchdog(timeout):
-            out = kernel(*[_clone(t) for t in inputs], **params, **config)
+            given = [_clone(t) for t in inputs]
+            out = kernel(*given, **params, **config)
             _sync(device)
     finally:
         if own_sigint:
             signal.signal(signal.SIGINT, old)
+    inputs_kept(inputs, given, out)
     return out
 
 

@@ -718,6 +718,7 @@ def serve(req_fd: int, res_fd: int, log_fd: int, regions, info: dict, backend, k
 
     import torch
 
+    from .inputs import inputs_kept
     from .launches import compiling, recorded
 
     die_with_parent()
@@ -754,6 +755,9 @@ def serve(req_fd: int, res_fd: int, log_fd: int, regions, info: dict, backend, k
                 out = kernel(*ins, **params, **config)
             if backend.device.startswith("cuda"):
                 torch.cuda.synchronize()
+            # the request region still holds the inputs' values: the parent writes the next call
+            # only after this reply
+            inputs_kept(unpack(inputs, backend.device, requests, spans, size), ins, out)
         except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt included: the kernel's
             reply = _error_reply(exc)
         else:
