@@ -718,7 +718,7 @@ def serve(req_fd: int, res_fd: int, log_fd: int, regions, info: dict, backend, k
 
     import torch
 
-    from .inputs import inputs_kept
+    from .inputs import copies, inputs_kept
     from .launches import compiling, recorded
 
     die_with_parent()
@@ -750,14 +750,14 @@ def serve(req_fd: int, res_fd: int, log_fd: int, regions, info: dict, backend, k
             ins, params, config = (unpack(v, backend.device, requests, spans, size) for v in (inputs, params, config))
             # a broken kernel's overflow warnings (numpy's, under the interpreter) are its values'
             # business, judged by the verdict: not lines on the user's terminal, as in-process
+            # copies on the kernel's device (on a GPU, no second copy from the host after the call)
+            kept = copies(ins)
             with warnings.catch_warnings(), recorded() as launch, compiling() as compiled:
                 warnings.simplefilter("ignore", RuntimeWarning)
                 out = kernel(*ins, **params, **config)
             if backend.device.startswith("cuda"):
                 torch.cuda.synchronize()
-            # the request region still holds the inputs' values: the parent writes the next call
-            # only after this reply
-            inputs_kept(unpack(inputs, backend.device, requests, spans, size), ins, out)
+            inputs_kept(kept, ins, out)
         except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt included: the kernel's
             reply = _error_reply(exc)
         else:
