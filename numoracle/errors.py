@@ -48,20 +48,27 @@ class OracleViolation(NumoracleError, AssertionError):
         self.verdict = verdict
 
 
-class OutOfBounds(NumoracleError):
-    """A kernel on the repaired interpreter loaded, stored or updated atomically at an address
-    outside every tensor it was given (docs/design.md §7): raised before memory is touched; the
-    message names the kernel's line (``where``, file:line), the lanes and the nearest tensor argument."""
+class _KernelFault(NumoracleError):
+    """What a kernel did wrong besides its values, found by numoracle: ``where`` is the place a
+    run files it under (its failure class), so that a saved case keeps its class when
+    numoracle's own code moves."""
 
     def __init__(self, message: str, where: str = ""):
         super().__init__(message)
         self.where = where
 
 
-class InputWritten(NumoracleError):
+class OutOfBounds(_KernelFault):
+    """A kernel on the repaired interpreter loaded, stored or updated atomically at an address
+    outside every tensor it was given (docs/design.md §7): raised before memory is touched; the
+    message names the kernel's line (``where``, file:line), the lanes and the nearest tensor argument."""
+
+
+class InputWritten(_KernelFault):
     """A kernel changed an input tensor it does not return as an output (it was run on a copy):
     called on the caller's tensors, it would overwrite them.  A run reports it as the case's
-    error; a kernel that updates an input in place returns it as an output."""
+    error, at ``where`` = "input N"; a kernel that updates an input in place returns it as an
+    output."""
 
 
 class Uncertified(NumoracleError):

@@ -143,8 +143,8 @@ def _one_signed_overflow(out: Tracked, x: Tracked, axis: int, keepdims: bool, d:
     least (1 - u)^d of the exact sum (every rounding of a non-negative partial sum keeps at
     least 1 - u of it, and each term passes at most d of them).  A term that is a product past
     the range (``Tracked.overflow``) counts as its value: rounded it is that infinity,
-    contracted into the add its exact value, and either way the sum is infinite (the squares of an RMSNorm row holding bf16's largest
-    value); a square (``Tracked.is_square``) is never below 0, whatever its enclosure (a layer
+    contracted into the add its exact value, and either way the sum is infinite (the squares
+    of an RMSNorm row holding bf16's largest value); a square (``Tracked.is_square``) is never below 0, whatever its enclosure (a layer
     norm's (x - mean)^2).  Eager runs only, as ``tracked._certain_overflow``."""
     ctx, fmt = x.ctx, x.fmt
     if ctx.traced or not fmt.has_inf or out.taint is None or ctx.all(~out.taint):

@@ -1,6 +1,6 @@
 """What a kernel did to its inputs: it runs on copies of them (runner.execute; the worker
-process keeps a copy on the kernel's device), and one that changed an input it does not return as an
-output would have overwritten the caller's tensor (docs/design.md §9)."""
+process keeps a copy on the kernel's device), and one that changed an input it does not
+return as an output would have overwritten the caller's tensor (docs/design.md §9)."""
 
 from __future__ import annotations
 
@@ -53,15 +53,14 @@ def inputs_kept(originals, given, outputs) -> None:
             continue
         if b.shape != a.shape:
             raise InputWritten(f"the kernel resized its input {i} from {tuple(a.shape)} to {tuple(b.shape)} and "
-                               f"does not return it: on the caller's tensor that call changes it")
+                               f"does not return it: on the caller's tensor that call changes it", where=f"input {i}")
         b = b.to(a.device)
         if torch.equal(_bits(a), _bits(b)):       # one comparison and one wait a tensor
             continue
         changed = _bits(a) != _bits(b)
-        if bool(changed.any()):
-            at = tuple(int(k) for k in changed.nonzero()[0])
-            raise InputWritten(
-                f"the kernel wrote into its input {i} ({str(a.dtype).replace('torch.', '')}, {tuple(a.shape)}): "
-                f"{int(changed.sum())} of {a.numel()} elements changed, the first at {at}: {a[at].item()!r} -> "
-                f"{b[at].item()!r}; called on the caller's tensor it would overwrite it (a kernel that updates "
-                f"an input in place returns it as an output)")
+        at = tuple(int(k) for k in changed.nonzero()[0])
+        raise InputWritten(
+            f"the kernel wrote into its input {i} ({str(a.dtype).replace('torch.', '')}, {tuple(a.shape)}): "
+            f"{int(changed.sum())} of {a.numel()} elements changed, the first at {at}: {a[at].item()!r} -> "
+            f"{b[at].item()!r}; called on the caller's tensor it would overwrite it (a kernel that updates "
+            f"an input in place returns it as an output)", where=f"input {i}")

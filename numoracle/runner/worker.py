@@ -748,10 +748,10 @@ def serve(req_fd: int, res_fd: int, log_fd: int, regions, info: dict, backend, k
             if kernel is None:
                 kernel = kernels[recipe] = make(recipe)
             ins, params, config = (unpack(v, backend.device, requests, spans, size) for v in (inputs, params, config))
-            # a broken kernel's overflow warnings (numpy's, under the interpreter) are its values'
-            # business, judged by the verdict: not lines on the user's terminal, as in-process
             # copies on the kernel's device (on a GPU, no second copy from the host after the call)
             kept = copies(ins)
+            # a broken kernel's overflow warnings (numpy's, under the interpreter) are its values'
+            # business, judged by the verdict: not lines on the user's terminal, as in-process
             with warnings.catch_warnings(), recorded() as launch, compiling() as compiled:
                 warnings.simplefilter("ignore", RuntimeWarning)
                 out = kernel(*ins, **params, **config)

@@ -63,7 +63,8 @@ def _collect(arg, name: str, out: list) -> str | None:
 
 
 def _kernel_line() -> str:
-    """file:line of the innermost frame outside Triton, numpy and numoracle: the kernel's."""
+    """file:line of the innermost frame outside Triton, numpy and numoracle's backends: the
+    kernel's."""
     f = sys._getframe(2)
     while f is not None:
         path = f.f_code.co_filename
